@@ -1,0 +1,36 @@
+# marin: `make run` and `make test` are the only two commands a new user needs.
+SHELL := /bin/bash
+PY := .venv/bin/python
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+
+.PHONY: setup run test lint format bench browser-deps clean
+
+setup: .venv/.marin-setup
+
+.venv/.marin-setup: pyproject.toml uv.lock
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install -q "uv==0.13.8"
+	$(UV) sync --frozen
+	@touch $@
+
+browser-deps:
+	@scripts/ensure_chromium.sh
+
+run: setup
+	$(PY) experiments/tutorial/hello_world.py
+
+test: setup browser-deps
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+
+lint: setup
+	.venv/bin/ruff check marin experiments tests benchmarks scripts
+	.venv/bin/ruff format --check marin experiments tests benchmarks scripts
+
+format: setup
+	.venv/bin/ruff format marin experiments tests benchmarks scripts
+	.venv/bin/ruff check --fix marin experiments tests benchmarks scripts
+
+bench: setup
+	$(PY) benchmarks/executor_bench.py
+
+clean:
+	rm -rf .venv local_store
