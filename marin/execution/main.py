@@ -92,6 +92,20 @@ def configure_logging() -> None:
         root.setLevel(logging.INFO)
 
 
+_capture_hook = None
+
+
+def capture_steps(hook):
+    """While set, `executor_main` hands its steps to `hook(steps, description)` instead of running.
+
+    This is how `marin plan SCRIPT` and `marin explain SCRIPT STEP` see a script's DAG: the script runs
+    as `__main__` as usual, and its own call to `executor_main` answers the question.
+    """
+    global _capture_hook
+    previous, _capture_hook = _capture_hook, hook
+    return previous
+
+
 def executor_main(
     steps: Sequence[ExecutorStep],
     description: str | None = None,
@@ -102,6 +116,8 @@ def executor_main(
     from marin.execution.executor import Executor, ExecutorRunError
     from marin.execution.planning import PlanError
 
+    if _capture_hook is not None:
+        return _capture_hook(steps, description)
     cfg = parse_main_args(sys.argv[1:] if argv is None else argv)
     configure_logging()
     prefix = resolve_prefix(cfg.prefix)
@@ -123,6 +139,9 @@ def executor_main(
         )
     except ExecutorRunError:
         sys.exit(1)
-    except (PlanError, ValueError, TypeError, PermissionError) as exc:
+    except (PlanError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:
+        print(f"error: cannot use the prefix {prefix}: {exc}", file=sys.stderr)
         sys.exit(2)
