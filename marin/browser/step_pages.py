@@ -34,7 +34,7 @@ from marin.browser.html import (
     url_tree,
 )
 from marin.browser.records import STATES, RecordError, load_experiment, loads, read_lease, read_runs, step_timings
-from marin.browser.storage import Forbidden, list_dir
+from marin.browser.storage import list_dir
 from marin.browser.summaries import metric_series, read_metrics, results_table, step_summaries
 from marin.browser.svg import line_plot
 
@@ -66,6 +66,8 @@ def _entries(fs, full: str) -> dict[str, dict]:
 def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any]:
     """Everything the step page shows, with per-part errors instead of exceptions."""
     root, rel, full = roots.resolve(index, rel)
+    if exp_rel:
+        exp_rel = roots.resolve(index, exp_rel)[1]
     files = _entries(root.fs, full)
     st: dict[str, Any] = {"root": root, "rel": rel, "full": full, "files": files, "errors": []}
     info = None
@@ -81,7 +83,7 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
     if exp_rel:
         try:
             exp = load_experiment(roots, index, exp_rel)
-        except (FileNotFoundError, Forbidden):
+        except FileNotFoundError:
             exp = None
     if info is None and exp and exp.record:
         info = next((s.record for s in exp.steps if s.rel == rel), None)
@@ -349,6 +351,7 @@ def _compare_links(roots, index: int, rel: str, exp_rel: str | None) -> str:
 
 
 def compare_page(roots, index: int, a: str, b: str) -> str:
+    roots.resolve(index, a), roots.resolve(index, b)  # refuse either before reading anything
     sa, sb = read_step(roots, index, a, None), read_step(roots, index, b, None)
     na, nb = sa["info"].get("name") or a, sb["info"].get("name") or b
     crumbs = [("experiments", "/"), (f"compare {na}", None)]

@@ -24,7 +24,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 logger = logging.getLogger(__name__)
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+_SCHEME = re.compile(r"^([A-Za-z]:|[A-Za-z][A-Za-z0-9+.\-]*:(/|$))")
 
 
 class Forbidden(Exception):

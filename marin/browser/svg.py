@@ -13,7 +13,7 @@ import math
 
 from marin.browser.html import STATE_LABEL, esc
 
-NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 200, 40, 56, 14, 12
+NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 184, 40, 44, 14, 12
 PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"]
 
 
@@ -89,7 +89,7 @@ def dag_svg(steps: list[dict]) -> str:
         x, y = xy(s["id"])
         state = s["state"]
         cls = state.lower() if state in STATE_LABEL else "unknown"
-        label = s["label"] if len(s["label"]) <= 26 else s["label"][:25] + "…"
+        label = s["label"] if len(s["label"]) <= 24 else s["label"][:23] + "…"
         nodes.append(
             f'<a href="{esc(s["href"])}" class="node st-{cls}" data-step="{esc(s["label"])}">'
             f"<title>{esc(s['label'])} ({esc(STATE_LABEL.get(state, state))})</title>"
