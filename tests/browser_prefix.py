@@ -24,7 +24,9 @@ def step_hash(version: dict) -> str:
     return hashlib.sha256(canonical(version).encode()).hexdigest()[:8]
 
 
-def make_step(prefix: str, name: str, config: dict, deps: list[dict] = (), pseudo: list[dict] = (), fn: str = "") -> dict:
+def make_step(
+    prefix: str, name: str, config: dict, deps: list[dict] = (), pseudo: list[dict] = (), fn: str = ""
+) -> dict:
     version = {"name": name, "config": config, "dependencies": [f"{d['name']}-{d['hash']}" for d in deps]}
     if pseudo:
         version["pseudo_dependencies"] = [f"{d['name']}-{d['hash']}" for d in pseudo]
@@ -67,12 +69,18 @@ def write_step_folder(
     (folder / ".executor_logs" / "001.log").write_text(log or f"running {step['name']}\ndone\n")
     if lease:
         now = time.time()
-        write_json(folder / ".executor_lease", {"owner": "5d0c7a6e-uuid", "host": "box", "pid": 4242, "heartbeat": now, "acquired": now - 95})
+        write_json(
+            folder / ".executor_lease",
+            {"owner": "5d0c7a6e-uuid", "host": "box", "pid": 4242, "heartbeat": now, "acquired": now - 95},
+        )
     if state == "SUCCESS":
         entries = [
-            {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in sorted((files or {}).items())
+            {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for rel, data in sorted((files or {}).items())
         ]
-        write_json(folder / ".executor_manifest.json", {"files": entries, "total_size": sum(e["size"] for e in entries)})
+        write_json(
+            folder / ".executor_manifest.json", {"files": entries, "total_size": sum(e["size"] for e in entries)}
+        )
     (folder / ".executor_status").write_text(state)
     return folder
 
@@ -159,8 +167,16 @@ def metrics_jsonl(n: int, scale: float = 1.0) -> bytes:
     rows = []
     for step in range(n):
         loss = 2.0 + 6.0 * scale / (1 + step / 8)
-        rows.append({"step": step, "loss": round(loss, 5), "eval/loss": round(loss + 0.1, 5) if step % 10 == 0 else None,
-                     "lr": 1e-3 * min(1.0, (step + 1) / 10), "tokens": (step + 1) * 2048, "throughput": 7300.0})
+        rows.append(
+            {
+                "step": step,
+                "loss": round(loss, 5),
+                "eval/loss": round(loss + 0.1, 5) if step % 10 == 0 else None,
+                "lr": 1e-3 * min(1.0, (step + 1) / 10),
+                "tokens": (step + 1) * 2048,
+                "throughput": 7300.0,
+            }
+        )
     return ("\n".join(json.dumps({k: v for k, v in r.items() if v is not None}) for r in rows) + "\n").encode()
 
 
@@ -168,39 +184,164 @@ def build_prefix(root: Path) -> dict:
     """Write the test prefix under `root`; returns names and relative paths the tests look for."""
     p = str(root)
     data = make_step(p, "hello/data", {"n": 120}, fn="experiments/tutorial/hello_world.py:generate")
-    stats = make_step(p, "hello/stats", {"min_len": 3, "input_path": "DEP[0]/docs.jsonl.gz"}, [data],
-                      fn="experiments/tutorial/hello_world.py:compute_stats")  # fmt: skip
+    stats = make_step(
+        p,
+        "hello/stats",
+        {"min_len": 3, "input_path": "DEP[0]/docs.jsonl.gz"},
+        [data],
+        fn="experiments/tutorial/hello_world.py:compute_stats",
+    )
     docs = docs_jsonl_gz(120)
-    write_step_folder(root, data, "SUCCESS", {"docs.jsonl.gz": docs, "table/part-00000.parquet": parquet_bytes(300, 100)},
-                      log="generating 120 documents\nwrote docs.jsonl.gz\n")  # fmt: skip
-    write_step_folder(root, stats, "SUCCESS", {"stats.json": json.dumps({"documents": 120, "kept": 117, "removed": {"short": 3}}).encode()})
-    hello = write_record(root, "hello_world", "experiments/tutorial/hello_world.py", "Hello world", [data, stats],
-                         [{data["relative_output_path"]: {"outcome": "SUCCESS", "started": "2026-11-30T09:30:01Z", "ended": "2026-11-30T09:30:03Z", "duration_s": 2.1},
-                           stats["relative_output_path"]: {"outcome": "SUCCESS", "started": "2026-11-30T09:30:03Z", "ended": "2026-11-30T09:30:04Z", "duration_s": 0.7}}])  # fmt: skip
+    write_step_folder(
+        root,
+        data,
+        "SUCCESS",
+        {"docs.jsonl.gz": docs, "table/part-00000.parquet": parquet_bytes(300, 100)},
+        log="generating 120 documents\nwrote docs.jsonl.gz\n",
+    )
+    write_step_folder(
+        root,
+        stats,
+        "SUCCESS",
+        {"stats.json": json.dumps({"documents": 120, "kept": 117, "removed": {"short": 3}}).encode()},
+    )
+    hello = write_record(
+        root,
+        "hello_world",
+        "experiments/tutorial/hello_world.py",
+        "Hello world",
+        [data, stats],
+        [
+            {
+                data["relative_output_path"]: {
+                    "outcome": "SUCCESS",
+                    "started": "2026-11-30T09:30:01Z",
+                    "ended": "2026-11-30T09:30:03Z",
+                    "duration_s": 2.1,
+                },
+                stats["relative_output_path"]: {
+                    "outcome": "SUCCESS",
+                    "started": "2026-11-30T09:30:03Z",
+                    "ended": "2026-11-30T09:30:04Z",
+                    "duration_s": 0.7,
+                },
+            }
+        ],
+    )
 
-    download = make_step(p, "raw/shakespeare", {"source": "file:///corpus", "revision": "v1"}, fn="marin.download:download")
-    filt = make_step(p, "filtered/shakespeare", {"min_words": 5, "input_path": "DEP[0]"}, [download], fn="marin.processing.filter:run")
+    download = make_step(
+        p, "raw/shakespeare", {"source": "file:///corpus", "revision": "v1"}, fn="marin.download:download"
+    )
+    filt = make_step(
+        p,
+        "filtered/shakespeare",
+        {"min_words": 5, "input_path": "DEP[0]"},
+        [download],
+        fn="marin.processing.filter:run",
+    )
     tok = make_step(p, "tokenized/tiny", {"input_path": "DEP[0]"}, [filt], fn="marin.processing.tokenize:tokenize")
-    train_old = make_step(p, "train/tiny", {"lr": 0.003, "steps": 60, "data": "DEP[0]"}, [tok], fn="marin.training.train:train")
-    train = make_step(p, "train/tiny", {"lr": 0.001, "steps": 120, "data": "DEP[0]"}, [tok], fn="marin.training.train:train")
+    train_old = make_step(
+        p, "train/tiny", {"lr": 0.003, "steps": 60, "data": "DEP[0]"}, [tok], fn="marin.training.train:train"
+    )
+    train = make_step(
+        p, "train/tiny", {"lr": 0.001, "steps": 120, "data": "DEP[0]"}, [tok], fn="marin.training.train:train"
+    )
     evaluate = make_step(p, "eval/tiny", {"checkpoint": "DEP[0]"}, [], [train], fn="marin.evaluation.evaluate:evaluate")
-    dedup = make_step(p, "dedup/shakespeare", {"threshold": 0.8, "input_path": "DEP[0]"}, [download], fn="marin.processing.dedup:dedup")
-    dedup_tok = make_step(p, "tokenized/dedup", {"input_path": "DEP[0]"}, [dedup], fn="marin.processing.tokenize:tokenize")
+    dedup = make_step(
+        p,
+        "dedup/shakespeare",
+        {"threshold": 0.8, "input_path": "DEP[0]"},
+        [download],
+        fn="marin.processing.dedup:dedup",
+    )
+    dedup_tok = make_step(
+        p, "tokenized/dedup", {"input_path": "DEP[0]"}, [dedup], fn="marin.processing.tokenize:tokenize"
+    )
     ladder = make_step(p, "ladder/forecast", {"rungs": "DEP[0]"}, [evaluate], fn="marin.evaluation.ladder:forecast")
-    provenance = {"source": "file:///corpus", "revision": "v1", "files": [{"path": "plays/hamlet.md", "size": 190000, "sha256": "ab" * 32}]}
-    write_step_folder(root, download, "SUCCESS", {"provenance.json": json.dumps(provenance).encode(), "plays/hamlet.md": b"# Hamlet\n"})
-    write_step_folder(root, filt, "SUCCESS", {"stats.json": json.dumps({"input": 1000, "kept": 910, "removed": {"gopher_short_doc": 60, "c4_badwords": 30}}).encode()})
-    write_step_folder(root, tok, "SUCCESS", {"stats.json": json.dumps({"documents": 910, "tokens": 1234567, "bytes": 5300000}).encode()})
+    provenance = {
+        "source": "file:///corpus",
+        "revision": "v1",
+        "files": [{"path": "plays/hamlet.md", "size": 190000, "sha256": "ab" * 32}],
+    }
+    write_step_folder(
+        root,
+        download,
+        "SUCCESS",
+        {"provenance.json": json.dumps(provenance).encode(), "plays/hamlet.md": b"# Hamlet\n"},
+    )
+    write_step_folder(
+        root,
+        filt,
+        "SUCCESS",
+        {
+            "stats.json": json.dumps(
+                {"input": 1000, "kept": 910, "removed": {"gopher_short_doc": 60, "c4_badwords": 30}}
+            ).encode()
+        },
+    )
+    write_step_folder(
+        root,
+        tok,
+        "SUCCESS",
+        {"stats.json": json.dumps({"documents": 910, "tokens": 1234567, "bytes": 5300000}).encode()},
+    )
     write_step_folder(root, train_old, "SUCCESS", {"metrics.jsonl": metrics_jsonl(60, scale=1.3)})
-    write_step_folder(root, train, "RUNNING", {"metrics.jsonl": metrics_jsonl(120)}, log="step 0 loss 8.0\nstep 119 loss 2.3\n", lease=True)
-    write_step_folder(root, evaluate, "SUCCESS", {"results.json": json.dumps({"shakespeare_val": {"loss": 2.41, "bpb": 1.12}, "sonnets": {"loss": 2.77, "bpb": 1.29}}).encode()})
-    write_step_folder(root, dedup, "FAILED", log="Traceback (most recent call last):\n  File \"dedup.py\", line 3\nValueError: threshold must be < 1\n")
+    write_step_folder(
+        root,
+        train,
+        "RUNNING",
+        {"metrics.jsonl": metrics_jsonl(120)},
+        log="step 0 loss 8.0\nstep 119 loss 2.3\n",
+        lease=True,
+    )
+    write_step_folder(
+        root,
+        evaluate,
+        "SUCCESS",
+        {
+            "results.json": json.dumps(
+                {"shakespeare_val": {"loss": 2.41, "bpb": 1.12}, "sonnets": {"loss": 2.77, "bpb": 1.29}}
+            ).encode()
+        },
+    )
+    write_step_folder(
+        root,
+        dedup,
+        "FAILED",
+        log='Traceback (most recent call last):\n  File "dedup.py", line 3\nValueError: threshold must be < 1\n',
+    )
     write_step_folder(root, dedup_tok, "DEP_FAILED")
-    write_record(root, "tiny_lm", "experiments/tutorial/tiny_lm.py", "Tiny LM, old learning rate", [download, filt, tok, train_old], [])
-    tiny = write_record(root, "tiny_lm", "experiments/tutorial/tiny_lm.py", "Tiny LM: data to forecast",
-                        [download, filt, tok, train, evaluate, dedup, dedup_tok, ladder],
-                        [{download["relative_output_path"]: {"outcome": "SUCCESS", "started": "2026-11-30T09:31:00Z", "ended": "2026-11-30T09:31:12Z", "duration_s": 12.0},
-                          dedup["relative_output_path"]: {"outcome": "FAILED", "started": "2026-11-30T09:31:12Z", "ended": "2026-11-30T09:31:13Z", "duration_s": 1.0}}])  # fmt: skip
+    write_record(
+        root,
+        "tiny_lm",
+        "experiments/tutorial/tiny_lm.py",
+        "Tiny LM, old learning rate",
+        [download, filt, tok, train_old],
+        [],
+    )
+    tiny = write_record(
+        root,
+        "tiny_lm",
+        "experiments/tutorial/tiny_lm.py",
+        "Tiny LM: data to forecast",
+        [download, filt, tok, train, evaluate, dedup, dedup_tok, ladder],
+        [
+            {
+                download["relative_output_path"]: {
+                    "outcome": "SUCCESS",
+                    "started": "2026-11-30T09:31:00Z",
+                    "ended": "2026-11-30T09:31:12Z",
+                    "duration_s": 12.0,
+                },
+                dedup["relative_output_path"]: {
+                    "outcome": "FAILED",
+                    "started": "2026-11-30T09:31:12Z",
+                    "ended": "2026-11-30T09:31:13Z",
+                    "duration_s": 1.0,
+                },
+            }
+        ],
+    )
     (root / "experiments" / "broken-00000000.json").write_text('{"format": "marin.experiment/1", "steps": [')
     return {
         "hello_record": f"experiments/{hello.name}",

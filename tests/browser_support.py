@@ -86,10 +86,24 @@ def fake_gcs_server(workdir: Path):
     url = f"http://127.0.0.1:{port}"
     log = open(workdir / "fake-gcs.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [fake_gcs_binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1", "-port", str(port),
-         "-external-url", url, "-log-level", "error"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            fake_gcs_binary(),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            url,
+            "-log-level",
+            "error",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.time() + 20
         while True:

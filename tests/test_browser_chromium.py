@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+from browser_prefix import build_prefix
+from browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path, fake_gcs_server, upload_tree
 from playwright.sync_api import expect, sync_playwright
 
 from marin.browser.app import create_app
-from browser_prefix import build_prefix
-from browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path, fake_gcs_server, upload_tree
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def walk(browser, base: str, names: dict, shots: Path, tag: str) -> None:
 
     page.locator('svg.dag a.node[data-step="train/tiny"]').click()
     expect(page.locator("h1 .badge")).to_have_text("running")
-    curve = page.locator("svg.loss-curve polyline.line[data-series=\"loss\"]")
+    curve = page.locator('svg.loss-curve polyline.line[data-series="loss"]')
     expect(curve.first).to_be_visible()
     points = curve.first.get_attribute("points").split()
     assert len(points) == 120, len(points)

@@ -14,9 +14,9 @@ import re
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from browser_prefix import build_prefix
 from starlette.testclient import TestClient
 
-from browser_prefix import build_prefix
 from marin.browser.app import create_app
 from marin.browser.previews import read_jsonl_page
 from marin.browser.svg import layout
@@ -45,7 +45,9 @@ def test_experiment_list_counts_steps_by_state(client, lab):
     html = client.get("/").text
     row = next(r for r in html.split("<tr>") if names["tiny_record"].split("/")[1] in r)
     for state, n in (("success", 4), ("running", 1), ("failed", 1), ("dep_failed", 1), ("not_started", 1)):
-        assert f'<span class="cnt st-{state}" title="' in row and re.search(rf'st-{state}" title="[^"]+">{n}<', row), state
+        assert f'<span class="cnt st-{state}" title="' in row and re.search(rf'st-{state}" title="[^"]+">{n}<', row), (
+            state
+        )
 
 
 def test_step_without_folder_shows_not_started_with_the_record_config(client, lab):
@@ -65,7 +67,9 @@ def test_durations_come_from_runs_jsonl_and_running_steps_from_the_lease(client,
 def test_malformed_records_and_files_show_an_error_never_a_500(client, lab):
     root, names = lab
     (root / names["stats"] / "stats.json").write_text("{oops")
-    (root / names["train"] / "metrics.jsonl").write_text('{"step": 0, "loss": 3.0}\nnot json\n{"step": 1, "loss": 2.5}\n')
+    (root / names["train"] / "metrics.jsonl").write_text(
+        '{"step": 0, "loss": 3.0}\nnot json\n{"step": 1, "loss": 2.5}\n'
+    )
     (root / names["eval"] / ".executor_info").write_text("[1, 2")
     (root / names["eval"] / ".executor_lease").write_text("{")
     (root / names["data"] / "broken.jsonl.gz").write_bytes(b"\x1f\x8b not really gzip")
@@ -122,7 +126,12 @@ def test_first_jsonl_page_reads_a_small_part_of_a_large_file(tmp_path, monkeypat
     path = tmp_path / "big.jsonl.gz"
     with gzip.open(path, "wb", compresslevel=1) as f:
         for i in range(40):
-            f.write(b"".join(json.dumps({"id": i * 5000 + j, "text": (b"%08x" % (i * j)).decode() * 40}).encode() + b"\n" for j in range(5000)))
+            f.write(
+                b"".join(
+                    json.dumps({"id": i * 5000 + j, "text": (b"%08x" % (i * j)).decode() * 40}).encode() + b"\n"
+                    for j in range(5000)
+                )
+            )
     size = path.stat().st_size
     fs = fsspec.filesystem("file")
     read = []

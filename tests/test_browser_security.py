@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser_prefix import build_prefix
 from browser_support import ServerThread, fake_gcs_server, upload_tree
+
 from marin.browser.app import create_app
 from marin.browser.storage import Forbidden, check_relative
 
@@ -85,7 +85,21 @@ SYMLINKS = [
 class Spy:
     """Records every call to the read methods of one filesystem instance."""
 
-    METHODS = ("open", "_open", "cat", "cat_file", "ls", "info", "isdir", "exists", "find", "glob", "_cat_file", "_ls", "_info")
+    METHODS = (
+        "open",
+        "_open",
+        "cat",
+        "cat_file",
+        "ls",
+        "info",
+        "isdir",
+        "exists",
+        "find",
+        "glob",
+        "_cat_file",
+        "_ls",
+        "_info",
+    )
 
     def __init__(self, fs):
         self.fs, self.calls, self.saved = fs, [], {}
@@ -149,8 +163,14 @@ def test_traversal_corpus_is_refused_with_nothing_read(lab):
             if path not in SYMLINKS:
                 assert spy.calls == [], (path, spy.calls)
         # the same server does serve what is under the root, through a symlink that stays inside it too
-        for path in ["/", f"/file/0/{names['data']}/docs.jsonl.gz", f"/raw/0/{names['stats']}/stats.json",
-                     f"/raw/0/inside-link/docs.jsonl.gz", f"/step/0/{names['data']}", "/tree/0"]:  # fmt: skip
+        for path in [
+            "/",
+            f"/file/0/{names['data']}/docs.jsonl.gz",
+            f"/raw/0/{names['stats']}/stats.json",
+            "/raw/0/inside-link/docs.jsonl.gz",
+            f"/step/0/{names['data']}",
+            "/tree/0",
+        ]:
             status, _ = get(server.port, path)
             assert status == 200, path
 
@@ -178,7 +198,23 @@ def test_traversal_corpus_is_refused_on_a_gcs_root(lab, tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "rel", ["..", "a/../b", "/abs", "a//b", "./a", "a/.", "gs://b/x", "s3:", "file:/etc/passwd", "c:x", "%2e%2e", "a\\b", "a\x00b", "~/x"]
+    "rel",
+    [
+        "..",
+        "a/../b",
+        "/abs",
+        "a//b",
+        "./a",
+        "a/.",
+        "gs://b/x",
+        "s3:",
+        "file:/etc/passwd",
+        "c:x",
+        "%2e%2e",
+        "a\\b",
+        "a\x00b",
+        "~/x",
+    ],
 )
 def test_check_relative_refuses_each_kind_of_escape(rel):
     with pytest.raises(Forbidden):
@@ -199,8 +235,13 @@ def test_no_route_writes(lab):
     before = snapshot()
     with ServerThread(create_app([str(root)])) as server:
         for method in ("POST", "PUT", "DELETE", "PATCH"):
-            for path in ["/", f"/file/0/{names['data']}/docs.jsonl.gz", f"/raw/0/{names['stats']}/stats.json",
-                         f"/step/0/{names['data']}", f"/api/log/0/{names['train']}/.executor_logs/001.log"]:  # fmt: skip
+            for path in [
+                "/",
+                f"/file/0/{names['data']}/docs.jsonl.gz",
+                f"/raw/0/{names['stats']}/stats.json",
+                f"/step/0/{names['data']}",
+                f"/api/log/0/{names['train']}/.executor_logs/001.log",
+            ]:
                 status, _ = get(server.port, path, method)
                 assert status == 405, (method, path, status)
         status, body = get(server.port, f"/raw/0/{names['stats']}/stats.json", "HEAD")
@@ -211,7 +252,11 @@ def test_no_route_writes(lab):
 def _start(args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     return subprocess.Popen(
-        [sys.executable, "-m", "marin.browser.app", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+        [sys.executable, "-m", "marin.browser.app", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
     )
 
 

@@ -15,7 +15,6 @@ everything under the roots to whoever can reach the port.
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
 import sys
 from importlib import resources
@@ -26,11 +25,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from marin.browser.compare import compare_page
 from marin.browser.html import error_box, page
 from marin.browser.pages import experiment_page, experiments_page
 from marin.browser.previews import IMAGE_TYPES
 from marin.browser.records import RecordError
-from marin.browser.step_pages import compare_page, file_page, step_page, tree_page
+from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,9 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         if info.get("type") != "file":
             raise FileNotFoundError(full)
         name = rel.rsplit("/", 1)[-1].lower()
-        ctype = next((t for s, t in {**IMAGE_TYPES, **RAW_TYPES}.items() if name.endswith(s)), "application/octet-stream")
+        ctype = next(
+            (t for s, t in {**IMAGE_TYPES, **RAW_TYPES}.items() if name.endswith(s)), "application/octet-stream"
+        )
         headers = {
             **SECURITY_HEADERS,
             "Content-Length": str(info.get("size") or 0),
@@ -264,4 +266,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["create_app", "serve", "main", "json"]
+__all__ = ["create_app", "serve", "main"]

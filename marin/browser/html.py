@@ -131,9 +131,7 @@ def json_tree(value: Any, open_depth: int = 1, _depth: int = 0, _key: str | None
     """Collapsible JSON: objects and lists as <details>, open down to `open_depth`."""
     label = f'<span class="k">{esc(_key)}</span>: ' if _key is not None else ""
     if isinstance(value, dict) and value:
-        inner = "".join(
-            f"<li>{json_tree(v, open_depth, _depth + 1, str(k))}</li>" for k, v in value.items()
-        )
+        inner = "".join(f"<li>{json_tree(v, open_depth, _depth + 1, str(k))}</li>" for k, v in value.items())
         opened = " open" if _depth < open_depth else ""
         return (
             f'<details class="jt"{opened}><summary>{label}<span class="t">{{{len(value)}}}</span></summary>'

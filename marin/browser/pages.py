@@ -25,7 +25,7 @@ from marin.browser.html import (
     url_step,
     url_tree,
 )
-from marin.browser.records import STATES, load_experiment, list_experiments, read_lease, read_runs, step_timings
+from marin.browser.records import STATES, list_experiments, load_experiment, read_lease, read_runs, step_timings
 from marin.browser.svg import dag_svg
 
 
@@ -93,14 +93,16 @@ def experiments_page(roots) -> str:
             ]
             + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
         )
-    headers = ["experiment", "description", "created", "user", "git commit", "steps"] + (["root"] if len(roots) > 1 else [])
+    headers = ["experiment", "description", "created", "user", "git commit", "steps"] + (
+        ["root"] if len(roots) > 1 else []
+    )
     root_list = ", ".join(f"<code>{esc(r.url)}</code>" for r in roots)
     body = (
         f'<div class="head"><h1>Experiments</h1><div class="muted">{len(exps)} records under {root_list}</div></div>'
         + "".join(error_box(m) for m in errors)
         + '<div class="toolbar"><input type="search" class="search" data-table="exps" '
         'placeholder="Search name, description, user, commit…" autofocus>'
-        f'<span class="muted count" data-count-for="exps"></span></div>'
+        '<span class="muted count" data-count-for="exps"></span></div>'
         + table(headers, rows, cls="data exps", tid="exps")
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
     )
@@ -146,7 +148,9 @@ def experiment_page(roots, index: int, rel: str) -> str:
         lease = leases.get(s.rel)
         if s.state == "RUNNING" and lease and isinstance(lease.get("acquired"), int | float):
             dur = time.time() - lease["acquired"]
-            dur_html = f"running {fmt_duration(dur)}" + (' <span class="bad">stale lease</span>' if lease.get("_stale") else "")
+            dur_html = f"running {fmt_duration(dur)}" + (
+                ' <span class="bad">stale lease</span>' if lease.get("_stale") else ""
+            )
         step_rows.append(
             [
                 (state_badge(s.state), s.state),
@@ -178,7 +182,12 @@ def experiment_page(roots, index: int, rel: str) -> str:
         + f'<h2>DAG <span class="muted">{len(exp.steps)} steps</span></h2><div class="dagbox">{dag_svg(nodes)}</div>'
         + '<h2>Steps</h2><div class="toolbar"><input type="search" class="search" data-table="steps" placeholder="Filter steps…">'
         + '<span class="muted count" data-count-for="steps"></span></div>'
-        + table(["state", "step", "hash", "duration", "started", "last outcome", "output"], step_rows, cls="data steps", tid="steps")
+        + table(
+            ["state", "step", "hash", "duration", "started", "last outcome", "output"],
+            step_rows,
+            cls="data steps",
+            tid="steps",
+        )
         + _runs_section(runs, runs_error)
         + _environment_section(rec.get("environment"))
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'

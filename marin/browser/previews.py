@@ -32,9 +32,24 @@ IMAGE_TYPES = {
     ".svg": "image/svg+xml",
 }
 TEXT_SUFFIXES = (
-    ".txt", ".log", ".md", ".py", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".csv", ".tsv", ".sh",
-    ".html", ".css", ".js", ".xml", ".rst",
-)  # fmt: skip
+    ".txt",
+    ".log",
+    ".md",
+    ".py",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".cfg",
+    ".ini",
+    ".csv",
+    ".tsv",
+    ".sh",
+    ".html",
+    ".css",
+    ".js",
+    ".xml",
+    ".rst",
+)
 
 
 def kind_of(name: str) -> str:
@@ -176,9 +191,14 @@ def jsonl_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> st
     rows = []
     for start, obj, err in lines:
         if err is not None:
-            rows.append([str(start), f'<span class="bad">{esc(err)}</span>: <code>{esc(str(obj)[:300])}</code>'] + [""] * (len(keys) - 1))
+            rows.append(
+                [str(start), f'<span class="bad">{esc(err)}</span>: <code>{esc(str(obj)[:300])}</code>']
+                + [""] * (len(keys) - 1)
+            )
         elif isinstance(obj, dict):
-            rows.append([str(start)] + [_cell(obj.get(k)) if k in obj else '<span class="muted">—</span>' for k in keys])
+            rows.append(
+                [str(start)] + [_cell(obj.get(k)) if k in obj else '<span class="muted">—</span>' for k in keys]
+            )
         else:
             rows.append([str(start), _cell(obj)] + [""] * (len(keys) - 1))
     headers = ["offset"] + (keys or ["value"])
@@ -210,7 +230,9 @@ def parquet_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> 
         md = pf.metadata
         schema = pf.schema_arrow
         total = md.num_rows
-        schema_rows = [[esc(fld.name), f"<code>{esc(fld.type)}</code>", "yes" if fld.nullable else "no"] for fld in schema]
+        schema_rows = [
+            [esc(fld.name), f"<code>{esc(fld.type)}</code>", "yes" if fld.nullable else "no"] for fld in schema
+        ]
         head = (
             f'<div class="cards"><div class="card"><b>{total:,}</b> rows</div>'
             f'<div class="card"><b>{md.num_row_groups}</b> row groups</div>'
@@ -247,7 +269,9 @@ def parquet_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> 
 
 def json_preview(fs, full: str, size: int) -> str:
     if size > JSON_TREE_MAX:
-        return note(f"{fmt_size(size)}: too large for a tree, showing the start as text") + text_preview(fs, full, size, 0)
+        return note(f"{fmt_size(size)}: too large for a tree, showing the start as text") + text_preview(
+            fs, full, size, 0
+        )
     data = fs.cat_file(full)
     try:
         value = json.loads(data)
@@ -283,4 +307,6 @@ def binary_preview(fs, full: str, size: int) -> str:
         f"{i:08x}  {data[i : i + 16].hex(' '):<47}  {''.join(chr(b) if 32 <= b < 127 else '.' for b in data[i : i + 16])}"
         for i in range(0, len(data), 16)
     )
-    return note(f"binary file, {fmt_size(size)}; the first {len(data)} bytes:") + f'<pre class="text">{esc(hexdump)}</pre>'
+    return (
+        note(f"binary file, {fmt_size(size)}; the first {len(data)} bytes:") + f'<pre class="text">{esc(hexdump)}</pre>'
+    )

@@ -13,12 +13,11 @@ import time
 from typing import Any
 
 from marin.browser import previews
+from marin.browser.compare import compare_links
 from marin.browser.html import (
     error_box,
     esc,
-    flatten,
     fmt_duration,
-    fmt_num,
     fmt_size,
     fmt_time,
     json_tree,
@@ -35,8 +34,7 @@ from marin.browser.html import (
 )
 from marin.browser.records import STATES, RecordError, load_experiment, loads, read_lease, read_runs, step_timings
 from marin.browser.storage import list_dir
-from marin.browser.summaries import metric_series, read_metrics, results_table, step_summaries
-from marin.browser.svg import line_plot
+from marin.browser.summaries import step_summaries
 
 LOG_TAIL = 64 << 10
 HASHED = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
@@ -142,10 +140,13 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         + "".join(error_box(e) for e in st["errors"])
         + not_started
         + kv_table(head_items)
-        + _compare_links(roots, index, rel, exp_rel)
+        + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
         + step_summaries(root.fs, index, rel, full, files, fn)
-        + _section("Config", lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"))
+        + _section(
+            "Config",
+            lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),
+        )
         + _section("Version", _version, info, open_=False)
         + _section("Log", _log, roots, index, rel, files, state, cls="log")
         + (_section("Manifest", _manifest, root, index, rel, full) if ".executor_manifest.json" in files else "")
@@ -181,7 +182,9 @@ def _lease(lease: dict) -> str:
         ("heartbeat", fmt_time(lease.get("heartbeat")) + (f" ({fmt_duration(age)} ago)" if age is not None else "")),
     ]
     if lease.get("_stale"):
-        items.append(("", '<span class="bad">stale: no heartbeat for over 60 s; another runner may take it over</span>'))
+        items.append(
+            ("", '<span class="bad">stale: no heartbeat for over 60 s; another runner may take it over</span>')
+        )
     return kv_table(items)
 
 
@@ -207,7 +210,7 @@ def _log(roots, index: int, rel: str, files: dict, state: str) -> str:
     text = root.fs.cat_file(root.join(log_rel), start=start, end=size).decode("utf-8", "replace") if size else ""
     attempts = " ".join(
         f'<a href="{esc(url_file(index, f"{rel}/.executor_logs/" + e["name"].rsplit("/", 1)[-1]))}">'
-        f'{esc(e["name"].rsplit("/", 1)[-1])}</a> ({fmt_size(e.get("size"))})'
+        f"{esc(e['name'].rsplit('/', 1)[-1])}</a> ({fmt_size(e.get('size'))})"
         for e in logs
     )
     follow = state == "RUNNING"
@@ -260,7 +263,9 @@ def listing_table(index: int, rel: str, entries: list[dict], limit: int = 2000) 
         name = e["name"].rstrip("/").rsplit("/", 1)[-1]
         child = f"{rel}/{name}" if rel else name
         if e.get("type") == "directory":
-            rows.append([(f'<a class="dir" href="{esc(url_tree(index, child))}">{esc(name)}/</a>', "0" + name), ("", -1), ""])
+            rows.append(
+                [(f'<a class="dir" href="{esc(url_tree(index, child))}">{esc(name)}/</a>', "0" + name), ("", -1), ""]
+            )
         else:
             mod = e.get("mtime") or e.get("updated") or e.get("LastModified")
             rows.append(
@@ -319,88 +324,12 @@ def file_page(roots, index: int, rel: str, offset: int, n: int) -> str:
         else:
             body = previews.binary_preview(root.fs, full, size)
     except Exception as e:  # noqa: BLE001 - a file that cannot be previewed says why
-        body = error_box(f"{name}: cannot preview as {kind} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+        body = error_box(
+            f"{name}: cannot preview as {kind} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        )
     head = (
         f'<div class="head"><h1 class="path">{esc(name)}</h1>'
         f'<div class="muted"><code>{esc(root.display(rel))}</code> · {fmt_size(size)} · {esc(kind)} · '
         f'<a href="{esc(url_raw(index, rel))}">raw</a></div></div>'
     )
     return page(name, head + f'<div class="preview {esc(kind)}">{body}</div>', crumbs)
-
-
-def _compare_links(roots, index: int, rel: str, exp_rel: str | None) -> str:
-    m = HASHED.match(rel.rsplit("/", 1)[-1])
-    if not m:
-        return ""
-    root = roots.get(index)
-    parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-    try:
-        siblings = list_dir(root.fs, root.join(parent))
-    except FileNotFoundError:
-        return ""
-    others = []
-    for e in siblings:
-        nm = e["name"].rstrip("/").rsplit("/", 1)[-1]
-        mm = HASHED.match(nm)
-        if e.get("type") == "directory" and mm and mm["base"] == m["base"] and nm != m.string:
-            other = f"{parent}/{nm}" if parent else nm
-            others.append(f'<a class="btn" href="/compare/{index}?a={esc(rel)}&amp;b={esc(other)}">compare with {esc(mm["hash"])}</a>')
-    if not others:
-        return ""
-    return '<div class="toolbar compare-links"><span class="muted">other versions of this step:</span>' + "".join(others) + "</div>"
-
-
-def compare_page(roots, index: int, a: str, b: str) -> str:
-    roots.resolve(index, a), roots.resolve(index, b)  # refuse either before reading anything
-    sa, sb = read_step(roots, index, a, None), read_step(roots, index, b, None)
-    na, nb = sa["info"].get("name") or a, sb["info"].get("name") or b
-    crumbs = [("experiments", "/"), (f"compare {na}", None)]
-    warn = "" if na == nb else error_box(f"these steps have different names: {na} vs {nb}")
-    ha, hb = sa["info"].get("hash") or a.rsplit("-", 1)[-1], sb["info"].get("hash") or b.rsplit("-", 1)[-1]
-    head = table(
-        ["", f"A · {ha}", f"B · {hb}"],
-        [
-            ["step", f'<a href="{esc(url_step(index, sa["rel"]))}">{esc(sa["rel"])}</a>', f'<a href="{esc(url_step(index, sb["rel"]))}">{esc(sb["rel"])}</a>'],
-            ["state", state_badge(sa["state"]), state_badge(sb["state"])],
-            ["duration", fmt_duration(sa["timing"].get("duration_s")), fmt_duration(sb["timing"].get("duration_s"))],
-        ],
-        cls="data",
-        sortable=False,
-    )
-    fa, fb = flatten(sa["info"].get("config") or {}), flatten(sb["info"].get("config") or {})
-    rows = []
-    ndiff = 0
-    for k in sorted(set(fa) | set(fb)):
-        va, vb = fa.get(k, "∅"), fb.get(k, "∅")
-        differs = va != vb
-        ndiff += differs
-        cls = "diff" if differs else "same"
-        rows.append([f'<span class="{cls}">{esc(k)}</span>', f'<span class="{cls}">{fmt_num(va)}</span>', f'<span class="{cls}">{fmt_num(vb)}</span>'])
-    config = (
-        f'<h2>Config <span class="muted">{ndiff} of {len(rows)} fields differ</span></h2>'
-        '<label class="muted"><input type="checkbox" data-only-diff="cfgdiff" checked> only differences</label>'
-        + table(["field", f"A · {ha}", f"B · {hb}"], rows, cls="data cfgdiff only-diff", tid="cfgdiff", sortable=False)
-    )
-    metrics = ""
-    series = []
-    for label, st in (("A", sa), ("B", sb)):
-        entry = st["files"].get("metrics.jsonl")
-        if entry:
-            mrows, _ = read_metrics(st["root"].fs, st["full"] + "/metrics.jsonl", entry.get("size") or 0)
-            for k, pts in sorted(metric_series(mrows, lambda key: "loss" in key.lower()).items()):
-                series.append((f"{label}: {k}", pts))
-    if series:
-        metrics = "<h2>Metrics</h2>" + line_plot(series, y_label="loss", css_class="plot loss-curve compare")
-    results = ""
-    if "results.json" in sa["files"] or "results.json" in sb["files"]:
-        cols = []
-        for st in (sa, sb):
-            try:
-                import json
-
-                cols.append(results_table(json.loads(st["root"].fs.cat_file(st["full"] + "/results.json"))))
-            except Exception as e:  # noqa: BLE001
-                cols.append(error_box(f"results.json: {type(e).__name__}"))
-        results = f'<h2>Results</h2><div class="cols"><div>{cols[0]}</div><div>{cols[1]}</div></div>'
-    body = f"<h1>Compare <code>{esc(na)}</code></h1>" + warn + head + config + metrics + results
-    return page(f"compare {na}", body, crumbs)

@@ -175,7 +175,11 @@ def results_table(data: Any) -> str:
 
 def forecast_summary(fs, full: str, size: int) -> str:
     data = _load_json(fs, full, size, "forecast.json")
-    return kv_table([(k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300])) for k, v in flatten(data).items()][:80])
+    return kv_table(
+        [(k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300])) for k, v in flatten(data).items()][
+            :80
+        ]
+    )
 
 
 KINDS = [
@@ -195,7 +199,10 @@ def step_summaries(fs, root: int, step_rel: str, step_full: str, files: dict[str
             continue
         if name == "stats.json":
             low = fn.lower()
-            title = next((t for key, t in (("dedup", "Dedup"), ("filter", "Filter"), ("tokeni", "Tokenize")) if key in low), "Stats")
+            title = next(
+                (t for key, t in (("dedup", "Dedup"), ("filter", "Filter"), ("tokeni", "Tokenize")) if key in low),
+                "Stats",
+            )
             title += " counts"
         link = f'<a class="muted" href="{esc(url_file(root, f"{step_rel}/{name}"))}">{esc(name)}</a>'
         try:

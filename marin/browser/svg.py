@@ -185,7 +185,9 @@ def line_plot(
     for t in nice_ticks(x0, x1, 6):
         if x0 <= t <= x1:
             parts.append(f'<line class="grid" y1="{mt}" y2="{mt + ph}" x1="{sx(t):.1f}" x2="{sx(t):.1f}"/>')
-            parts.append(f'<text class="tick" x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
+            parts.append(
+                f'<text class="tick" x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>'
+            )
     parts.append(f'<text class="axis" x="{ml + pw / 2}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>')
     if y_label:
         parts.append(f'<text class="axis" x="{ml}" y="{mt - 10}" text-anchor="start">{esc(y_label)}</text>')
