@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import shutil
 import statistics
@@ -25,13 +26,129 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-
-from browser_prefix import make_step, write_record, write_step_folder  # noqa: E402
-from browser_support import ServerThread  # noqa: E402
+sys.path.insert(0, str(REPO))
 
 from marin.browser import records  # noqa: E402
 from marin.browser.app import create_app  # noqa: E402
+from tests.browser_support import ServerThread  # noqa: E402
+
+# Synthetic records written per docs/records.md (hashes as DESIGN.md §4), fast enough for 1,000 experiments.
+
+
+def canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def step_hash(version: dict) -> str:
+    return hashlib.sha256(canonical(version).encode()).hexdigest()[:8]
+
+
+def make_step(
+    prefix: str, name: str, config: dict, deps: list[dict] = (), pseudo: list[dict] = (), fn: str = ""
+) -> dict:
+    version = {"name": name, "config": config, "dependencies": [f"{d['name']}-{d['hash']}" for d in deps]}
+    if pseudo:
+        version["pseudo_dependencies"] = [f"{d['name']}-{d['hash']}" for d in pseudo]
+    h = step_hash(version)
+    rel = f"{name}-{h}"
+    return {
+        "name": name,
+        "hash": h,
+        "output_path": f"{prefix}/{rel}",
+        "relative_output_path": rel,
+        "fn": fn or f"marin.steps:{name.split('/')[0]}",
+        "config_type": f"marin.steps:{name.split('/')[0].title()}Config",
+        "config": {**config, "output_path": f"{prefix}/{rel}"},
+        "version": version,
+        "dependencies": [d["output_path"] for d in deps],
+        "pseudo_dependencies": [d["output_path"] for d in pseudo],
+        "description": None,
+        "resources": {"cpu": 1, "memory_gb": None, "gpu": 0, "tpu": None, "accelerator_type": None, "custom": {}},
+        "code_fingerprint": hashlib.sha256(name.encode()).hexdigest(),
+    }
+
+
+def write_json(path: Path, value, indent: int | None = 2) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, sort_keys=True, indent=indent))
+
+
+def write_step_folder(
+    root: Path, step: dict, state: str | None, files: dict[str, bytes] | None = None, log: str = "", lease: bool = False
+) -> Path:
+    folder = root / step["relative_output_path"]
+    if state is None:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / ".executor_info", {**step, "prefix": str(root)})
+    for rel, data in (files or {}).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    (folder / ".executor_logs").mkdir(exist_ok=True)
+    (folder / ".executor_logs" / "001.log").write_text(log or f"running {step['name']}\ndone\n")
+    if lease:
+        now = time.time()
+        write_json(
+            folder / ".executor_lease",
+            {"owner": "5d0c7a6e-uuid", "host": "box", "pid": 4242, "heartbeat": now, "acquired": now - 95},
+        )
+    if state == "SUCCESS":
+        entries = [
+            {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            for rel, data in sorted((files or {}).items())
+        ]
+        write_json(
+            folder / ".executor_manifest.json", {"files": entries, "total_size": sum(e["size"] for e in entries)}
+        )
+    (folder / ".executor_status").write_text(state)
+    return folder
+
+
+def write_record(root: Path, name: str, script: str, description: str, steps: list[dict], outcomes: list[dict]) -> Path:
+    h = hashlib.sha256("".join(sorted(f"{s['name']}-{s['hash']}" for s in steps)).encode()).hexdigest()[:8]
+    record = {
+        "format": "marin.experiment/1",
+        "name": name,
+        "hash": h,
+        "script": script,
+        "description": description,
+        "prefix": str(root),
+        "created": "2026-11-30T09:30:00Z",
+        "user": "ada",
+        "host": "box",
+        "command": ["python", script],
+        "git": {"commit": "3f2a9c1d0b8e7f6a5c4d3e2f1a0b9c8d7e6f5a4b", "dirty": False},
+        "environment": {
+            "python": "3.11.7",
+            "platform": "Linux-6.1-x86_64",
+            "machine": "x86_64",
+            "cpu_flags": ["avx2", "fma"],
+            "accelerator": None,
+            "lock_sha256": "ab" * 32,
+            "packages": {"ray": "2.60.0", "jax": "0.7.2", "levanter": "1.2.dev1644", "pyarrow": "26.0.1"},
+        },
+        "steps": steps,
+    }
+    path = root / "experiments" / f"{name}-{h}.json"
+    write_json(path, record)
+    runs = path.with_name(f"{name}-{h}.runs.jsonl")
+    with runs.open("a") as f:
+        for i, outcome in enumerate(outcomes):
+            line = {
+                "run_id": f"run-{i}",
+                "user": "ada",
+                "host": "box",
+                "started": f"2026-11-30T09:3{i}:00Z",
+                "ended": f"2026-11-30T09:3{i}:40Z",
+                "git": record["git"],
+                "command": record["command"],
+                "prefix": str(root),
+                "dry_run": False,
+                "steps": outcome,
+            }
+            f.write(json.dumps(line, sort_keys=True) + "\n")
+    return path
+
 
 PACKAGES = {f"package-{i:03d}": f"{i % 7}.{i % 13}.{i % 5}" for i in range(250)}
 

@@ -1,7 +1,9 @@
-"""What the browser's pages say, and how its previews read files, over a prefix written per docs/records.md.
+"""What the browser's pages say, and how its previews read files, over a prefix made by the real executor.
 
 These go through starlette's TestClient (no socket): the Chromium tests cover the real
-server; here the interest is in content, bad input and how much of a file is read.
+server; here the interest is in content, bad input and how much of a file is read. Each test
+gets its own copy of the prefix (records keep the original absolute paths, so every page
+here also proves that the browser re-roots them).
 """
 
 from __future__ import annotations
@@ -10,23 +12,32 @@ import gzip
 import io
 import json
 import re
+import shutil
 
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from browser_prefix import build_prefix
 from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
 from marin.browser.previews import read_jsonl_page
 from marin.browser.svg import layout
+from tests.browser_pipeline import lab_prefix
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("built") / "lab"
+    with lab_prefix(root) as names:
+        yield root, names
 
 
 @pytest.fixture()
-def lab(tmp_path):
-    root = tmp_path / "lab"
-    root.mkdir()
-    return root, build_prefix(root)
+def lab(built, tmp_path):
+    original, names = built
+    root = tmp_path / "copy"
+    shutil.copytree(original, root, symlinks=True)
+    return root, names
 
 
 @pytest.fixture()
@@ -54,14 +65,20 @@ def test_step_without_folder_shows_not_started_with_the_record_config(client, la
     _, names = lab
     html = client.get(f"/step/0/{names['ladder']}", params={"exp": names["tiny_record"]}).text
     assert "has not started" in html and 'st-not_started">not started' in html
-    assert "rungs" in html and not errors_in(html)
+    assert "results.json" in html and not errors_in(html)
 
 
 def test_durations_come_from_runs_jsonl_and_running_steps_from_the_lease(client, lab):
     _, names = lab
-    html = client.get(f"/exp/0/{names['tiny_record']}").text
-    assert "12.0 s" in html and "1.0 s" in html  # runs.jsonl duration_s for download and the failed dedup
-    assert re.search(r"running 1 min 3\d s", html)  # the lease was acquired 95 s ago
+
+    def row_of(html: str, step: str) -> str:
+        return next(r for r in html.split("<tr>") if f">{step}</a>" in r)
+
+    first = client.get(f"/exp/0/{names['first_record']}").text
+    assert re.search(r">\d+\.\d s<", row_of(first, "raw/corpus")) and "FAILED" in row_of(first, "dedup/corpus")
+    tiny = client.get(f"/exp/0/{names['tiny_record']}").text  # still running: no runs line of its own yet
+    assert re.search(r">\d+\.\d s<", row_of(tiny, "raw/corpus"))  # from the run of the first record
+    assert re.search(r"running \d+\.\d s", row_of(tiny, "train/tiny"))  # from the lease
 
 
 def test_malformed_records_and_files_show_an_error_never_a_500(client, lab):
@@ -72,15 +89,16 @@ def test_malformed_records_and_files_show_an_error_never_a_500(client, lab):
     )
     (root / names["eval"] / ".executor_info").write_text("[1, 2")
     (root / names["eval"] / ".executor_lease").write_text("{")
+    (root / "experiments" / "broken-00000000.json").write_text('{"format": "marin.experiment/1", "steps": [')
     (root / names["data"] / "broken.jsonl.gz").write_bytes(b"\x1f\x8b not really gzip")
     (root / names["data"] / "broken.parquet").write_bytes(b"PAR1 nonsense")
     (root / names["data"] / ".executor_manifest.json").write_text('{"files": 3}')
-    runs = root / names["tiny_record"].replace(".json", ".runs.jsonl")
+    runs = root / names["first_record"].replace(".json", ".runs.jsonl")
     runs.write_text(runs.read_text() + "{truncated\n")
     expect = {
         "/": "broken-00000000.json: not valid JSON",
         "/exp/0/experiments/broken-00000000.json": "not valid JSON",
-        f"/exp/0/{names['tiny_record']}": "1 line(s) are not valid JSON",
+        f"/exp/0/{names['first_record']}": "1 line(s) are not valid JSON",
         f"/step/0/{names['stats']}": "stats.json: not valid JSON",
         f"/step/0/{names['train']}": "metrics.jsonl: 1 line(s)",
         f"/step/0/{names['eval']}": ".executor_info: not valid JSON",
@@ -165,7 +183,7 @@ def test_parquet_page_reads_only_the_row_groups_it_shows(client, lab, monkeypatc
         return orig(self, i, *a, **k)
 
     monkeypatch.setattr(pq.ParquetFile, "read_row_group", spy)
-    html = client.get(f"/file/0/{names['data']}/table/part-00000.parquet", params={"offset": 150}).text
+    html = client.get(f"/file/0/{names['corpus']}/table/part-00000.parquet", params={"offset": 150}).text
     assert groups == [1]  # rows 150..199 live in the second of three 100-row groups
     assert "row-00150" in html and "row-00199" in html and "row-00200" not in html
     assert "<b>300</b> rows" in html and "<b>3</b> row groups" in html
@@ -198,20 +216,20 @@ def test_previews_of_json_text_and_images(client, lab):
 
 def test_step_summaries_per_kind(client, lab):
     _, names = lab
-    html = client.get(f"/step/0/{names['stats']}").text
-    assert "Stats counts" in html and "removed.short" in html and "117" in html
-    html = client.get(f"/step/0/{names['download']}").text
-    assert "Download" in html and "plays/hamlet.md" in html and "file:///corpus" in html
+    html = client.get(f"/step/0/{names['filter']}").text
+    assert "Filter counts" in html and "removed.gopher_short_doc" in html and "117" in html
+    html = client.get(f"/step/0/{names['corpus']}").text
+    assert "Download" in html and "file:///corpus/plays" in html and "docs.jsonl.gz" in html
     html = client.get(f"/step/0/{names['train']}").text
     assert 'class="plot loss-curve"' in html and "245,760" in html  # tokens seen at the last row
     html = client.get(f"/step/0/{names['dedup']}").text
-    assert "ValueError: threshold must be &lt; 1" in html and 'st-failed">failed' in html
+    assert "ValueError: dedup threshold must be &lt; 1" in html and 'st-failed">failed' in html
 
 
 def test_compare_shows_config_differences_and_both_loss_curves(client, lab):
     _, names = lab
     html = client.get("/compare/0", params={"a": names["train"], "b": names["train_old"]}).text
-    assert "3 of 4 fields differ" in html
+    assert "4 of 5 fields differ" in html  # lr, steps, hold and output_path; not the data
     assert html.count('<polyline class="line"') == 4
 
 
@@ -219,7 +237,7 @@ def test_log_api_returns_appended_text_from_an_offset(client, lab):
     root, names = lab
     log_rel = f"{names['train']}/.executor_logs/001.log"
     first = client.get(f"/api/log/0/{log_rel}", params={"offset": 0}).json()
-    assert first["state"] == "RUNNING" and "step 119" in first["text"]
+    assert first["state"] == "RUNNING" and "holding" in first["text"]
     with (root / log_rel).open("a") as f:
         f.write("step 120\n")
     more = client.get(f"/api/log/0/{log_rel}", params={"offset": first["offset"]}).json()

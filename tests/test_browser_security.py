@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_prefix import build_prefix
-from browser_support import ServerThread, fake_gcs_server, upload_tree
 
 from marin.browser.app import create_app
 from marin.browser.storage import Forbidden, check_relative
+from tests.browser_pipeline import lab_prefix
+from tests.browser_support import ServerThread, fake_gcs_server, upload_tree
 
 SECRET = "TOP-SECRET-CONTENT-42"
 
@@ -140,12 +140,11 @@ def lab(tmp_path_factory):
     outside.mkdir()
     (outside / "secret.txt").write_text(SECRET)
     root = base / "lab"
-    root.mkdir()
-    names = build_prefix(root)
-    (root / "escape-dir").symlink_to(outside)
-    (root / "escape-file").symlink_to(base / "secret.txt")
-    (root / "inside-link").symlink_to(root / names["data"])
-    return root, names
+    with lab_prefix(root) as names:
+        (root / "escape-dir").symlink_to(outside)
+        (root / "escape-file").symlink_to(base / "secret.txt")
+        (root / "inside-link").symlink_to(root / names["corpus"])
+        yield root, names
 
 
 def test_traversal_corpus_is_refused_with_nothing_read(lab):
@@ -165,7 +164,7 @@ def test_traversal_corpus_is_refused_with_nothing_read(lab):
         # the same server does serve what is under the root, through a symlink that stays inside it too
         for path in [
             "/",
-            f"/file/0/{names['data']}/docs.jsonl.gz",
+            f"/file/0/{names['data']}/docs.jsonl",
             f"/raw/0/{names['stats']}/stats.json",
             "/raw/0/inside-link/docs.jsonl.gz",
             f"/step/0/{names['data']}",
@@ -185,7 +184,7 @@ def test_traversal_corpus_is_refused_on_a_gcs_root(lab, tmp_path_factory):
         fs.mkdir("other-bucket")
         fs.pipe_file("other-bucket/secret.txt", SECRET.encode())
         fs.pipe_file("lab-bucket/secret.txt", SECRET.encode())
-        upload_tree(fs, root / names["data"], f"lab-bucket/lab/{names['data']}")
+        upload_tree(fs, root / names["corpus"], f"lab-bucket/lab/{names['corpus']}")
         app = create_app(["gs://lab-bucket/lab"], storage_options={"gs": {"token": "anon", "endpoint_url": url}})
         with ServerThread(app) as server, Spy(app.state.roots.get(0).fs) as spy:
             for path in TRAVERSAL:
@@ -193,7 +192,7 @@ def test_traversal_corpus_is_refused_on_a_gcs_root(lab, tmp_path_factory):
                 status, body = get(server.port, path)
                 assert status == 403, (path, status, body[:300])
                 assert SECRET.encode() not in body and spy.calls == [], path
-            status, body = get(server.port, f"/raw/0/{names['data']}/docs.jsonl.gz")
+            status, body = get(server.port, f"/raw/0/{names['corpus']}/docs.jsonl.gz")
             assert status == 200 and body[:2] == b"\x1f\x8b"
 
 
@@ -237,7 +236,7 @@ def test_no_route_writes(lab):
         for method in ("POST", "PUT", "DELETE", "PATCH"):
             for path in [
                 "/",
-                f"/file/0/{names['data']}/docs.jsonl.gz",
+                f"/file/0/{names['data']}/docs.jsonl",
                 f"/raw/0/{names['stats']}/stats.json",
                 f"/step/0/{names['data']}",
                 f"/api/log/0/{names['train']}/.executor_logs/001.log",

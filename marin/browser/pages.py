@@ -25,7 +25,15 @@ from marin.browser.html import (
     url_step,
     url_tree,
 )
-from marin.browser.records import STATES, list_experiments, load_experiment, read_lease, read_runs, step_timings
+from marin.browser.records import (
+    STATES,
+    list_experiments,
+    load_experiment,
+    read_lease,
+    read_related_runs,
+    read_runs,
+    step_timings,
+)
 from marin.browser.svg import dag_svg
 
 
@@ -119,7 +127,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
         return page(exp.name, body, crumbs)
     rec = exp.record or {}
     runs, runs_error = read_runs(root, full)
-    timings = step_timings(runs)
+    timings = step_timings(read_related_runs(root, full)[0])
     leases = {}
     for s in exp.steps:
         if s.state == "RUNNING":
@@ -158,7 +166,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
                 f"<code>{esc(s.hash)}</code>",
                 (dur_html, dur if isinstance(dur, int | float) else -1),
                 (fmt_time(t.get("started")), t.get("started") or ""),
-                esc(t.get("outcome") or ""),
+                f'<span title="{esc(t.get("error") or "")}">{esc(t.get("outcome") or "")}</span>',
                 f'<a class="path" href="{esc(url_tree(index, s.rel))}">{esc(root.display(s.rel))}</a>',
             ]
         )

@@ -236,6 +236,30 @@ def read_runs(root: Root, record_full: str, limit: int = 4 << 20) -> tuple[list[
     return runs, (f"{name}: {bad} line(s) are not valid JSON and were skipped" if bad else None)
 
 
+def read_related_runs(root: Root, record_full: str) -> tuple[list[dict], str | None]:
+    """Runs of this record, after those of the other records of the same experiment name.
+
+    A step that an earlier version of the experiment already ran is SKIPPED (no duration) in
+    this record's runs; its duration is in the record that ran it.
+    """
+    folder, file = record_full.rsplit("/", 1)
+    stem = file.removesuffix(".json")
+    name = stem.rsplit("-", 1)[0]
+    own, error = read_runs(root, record_full)
+    others: list[dict] = []
+    try:
+        entries = list_dir(root.fs, folder)
+    except FileNotFoundError:
+        return own, error
+    for e in sorted(entries, key=lambda e: e["name"]):
+        other = root.fs._strip_protocol(e["name"]).rsplit("/", 1)[-1]
+        if other.endswith(".runs.jsonl") and other.startswith(name + "-") and other != stem + ".runs.jsonl":
+            if other.removesuffix(".runs.jsonl").rsplit("-", 1)[0] == name:
+                runs, _ = read_runs(root, f"{folder}/{other.removesuffix('.runs.jsonl')}.json")
+                others.extend(runs)
+    return others + own, error
+
+
 def step_timings(runs: list[dict]) -> dict[str, dict]:
     """Per step (relative path), the newest run entry that has a duration (else the newest entry)."""
     out: dict[str, dict] = {}

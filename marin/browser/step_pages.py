@@ -32,7 +32,15 @@ from marin.browser.html import (
     url_step,
     url_tree,
 )
-from marin.browser.records import STATES, RecordError, load_experiment, loads, read_lease, read_runs, step_timings
+from marin.browser.records import (
+    STATES,
+    RecordError,
+    load_experiment,
+    loads,
+    read_lease,
+    read_related_runs,
+    step_timings,
+)
 from marin.browser.storage import list_dir
 from marin.browser.summaries import step_summaries
 
@@ -99,9 +107,38 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
         st["lease"] = None
     st["timing"] = {}
     if exp and exp.record:
-        runs, _ = read_runs(root, root.join(exp.rel))
+        runs, _ = read_related_runs(root, root.join(exp.rel))
         st["timing"] = step_timings(runs).get(rel, {})
+    if st["timing"].get("duration_s") is None and ".executor_logs" in files:
+        st["timing"] = {**st["timing"], **log_timing(root, full, state)}
     return st
+
+
+_LOG_TIME = re.compile(rb"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](\d+))?")
+
+
+def log_timing(root, full: str, state: str) -> dict:
+    """Start from the first timestamped line of the newest log, end from its last write (when not running)."""
+    import datetime as dt
+
+    try:
+        logs = [e for e in list_dir(root.fs, full + "/.executor_logs") if e.get("type") == "file"]
+    except FileNotFoundError:
+        return {}
+    if not logs:
+        return {}
+    last = max(logs, key=lambda e: e["name"])
+    head = root.fs.cat_file(last["name"], start=0, end=200)
+    m = _LOG_TIME.match(head)
+    if not m:
+        return {}
+    start = dt.datetime.fromisoformat(m.group(1).decode().replace(" ", "T")).replace(tzinfo=dt.UTC).timestamp()
+    start += float("0." + m.group(2).decode()) if m.group(2) else 0.0
+    out = {"started": dt.datetime.fromtimestamp(start, dt.UTC).isoformat(), "source": "log"}
+    mtime = last.get("mtime")
+    if state != "RUNNING" and isinstance(mtime, int | float) and mtime >= start:
+        out["duration_s"] = mtime - start
+    return out
 
 
 def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
@@ -115,6 +152,10 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
     crumbs.append((str(name), None))
     lease = st["lease"]
     duration = fmt_duration(st["timing"].get("duration_s"))
+    if st["timing"].get("source") == "log" and st["timing"].get("duration_s") is not None:
+        duration += ' <span class="muted">(from the log\'s first and last write)</span>'
+    if st["timing"].get("error"):
+        duration += f' <span class="bad">{esc(st["timing"]["error"])}</span>'
     if state == "RUNNING" and lease and isinstance(lease.get("acquired"), int | float):
         duration = f"running for {fmt_duration(time.time() - lease['acquired'])}"
     fn = str(info.get("fn") or "")
@@ -142,7 +183,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         + kv_table(head_items)
         + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
-        + step_summaries(root.fs, index, rel, full, files, fn)
+        + step_summaries(root.fs, index, rel, full, files, f"{fn} {name}")
         + _section(
             "Config",
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),
