@@ -90,7 +90,7 @@ def walk(browser, base: str, names: dict, tag: str) -> None:
     expect(page.locator("h1")).to_have_text("hello_world")
     expect(page.locator("svg.dag a.node")).to_have_count(2)
     expect(page.locator("svg.dag a.node.st-success")).to_have_count(2)
-    expect(page.locator("table#steps tbody tr").first).to_contain_text(re.compile(r"\d+\.\d s"))
+    expect(page.locator("table#steps tbody tr").first).to_contain_text(re.compile(r"\d+(\.\d)? m?s"))
     page.screenshot(path=str(shots / f"{tag}-2-experiment.png"), full_page=True)
 
     page.locator('svg.dag a.node[data-step="hello/data"]').click()

@@ -75,10 +75,10 @@ def test_durations_come_from_runs_jsonl_and_running_steps_from_the_lease(client,
         return next(r for r in html.split("<tr>") if f">{step}</a>" in r)
 
     first = client.get(f"/exp/0/{names['first_record']}").text
-    assert re.search(r">\d+\.\d s<", row_of(first, "raw/corpus")) and "FAILED" in row_of(first, "dedup/corpus")
+    assert re.search(r">\d+(\.\d)? m?s<", row_of(first, "raw/corpus")) and "FAILED" in row_of(first, "dedup/corpus")
     tiny = client.get(f"/exp/0/{names['tiny_record']}").text  # still running: no runs line of its own yet
-    assert re.search(r">\d+\.\d s<", row_of(tiny, "raw/corpus"))  # from the run of the first record
-    assert re.search(r"running \d+\.\d s", row_of(tiny, "train/tiny"))  # from the lease
+    assert re.search(r">\d+(\.\d)? m?s<", row_of(tiny, "raw/corpus"))  # from the run of the first record
+    assert re.search(r"running \d+(\.\d)? m?s", row_of(tiny, "train/tiny"))  # from the lease
 
 
 def test_malformed_records_and_files_show_an_error_never_a_500(client, lab):

@@ -78,6 +78,8 @@ def fmt_size(n: Any) -> str:
 def fmt_duration(s: Any) -> str:
     if not isinstance(s, int | float):
         return "—"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
     if s < 60:
         return f"{s:.1f} s"
     if s < 3600:

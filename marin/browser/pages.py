@@ -241,11 +241,16 @@ def _environment_section(env) -> str:
     if not isinstance(env, dict):
         return ""
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
-    items = [
-        (k, f"<code>{esc(v if not isinstance(v, list) else ' '.join(map(str, v)))}</code>")
-        for k, v in env.items()
-        if k != "packages"
-    ]
+    items = []
+    for k, v in env.items():
+        if k == "packages":
+            continue
+        if isinstance(v, list) and len(v) > 12:
+            items.append(
+                (k, f"<details><summary>{len(v)} items</summary><code>{esc(' '.join(map(str, v)))}</code></details>")
+            )
+        else:
+            items.append((k, f"<code>{esc(' '.join(map(str, v)) if isinstance(v, list) else v)}</code>"))
     pkg_rows = [[esc(k), f"<code>{esc(v)}</code>"] for k, v in sorted(packages.items())]
     pk = ""
     if pkg_rows:
