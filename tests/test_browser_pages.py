@@ -54,6 +54,7 @@ def errors_in(html: str) -> list[str]:
 def test_experiment_list_counts_steps_by_state(client, lab):
     _, names = lab
     html = client.get("/").text
+    assert 'data-autorefresh="15" checked' in html  # a step is running: the page reloads itself
     row = next(r for r in html.split("<tr>") if names["tiny_record"].split("/")[1] in r)
     for state, n in (("success", 4), ("running", 1), ("failed", 1), ("dep_failed", 1), ("not_started", 1)):
         assert f'<span class="cnt st-{state}" title="' in row and re.search(rf'st-{state}" title="[^"]+">{n}<', row), (
@@ -250,3 +251,33 @@ def test_dag_layout_puts_each_step_right_of_its_dependencies():
     pos = layout(nodes, deps)
     assert pos["a"][0] == 0 and pos["b"][0] == pos["c"][0] == 1 and pos["d"][0] == 2 and pos["e"][0] == 0
     assert len({pos[n] for n in nodes}) == len(nodes)
+
+
+def test_the_same_pages_work_on_an_s3_root(lab):
+    """A real S3 protocol server (moto's, on 127.0.0.1) through s3fs: list, experiment, step, previews, refusals."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    from tests.browser_support import free_port, upload_tree
+
+    root, names = lab
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        opts = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "testing", "secret": "testing"}
+        fs = s3fs.S3FileSystem(**opts)
+        fs.mkdir("lab-bucket")
+        upload_tree(fs, root, "lab-bucket/lab")
+        client = TestClient(create_app(["s3://lab-bucket/lab"], storage_options={"s3": opts}))
+        html = client.get("/").text
+        assert "Tiny LM: data to forecast" in html and "hello_world" in html
+        html = client.get(f"/exp/0/{names['tiny_record']}").text
+        assert html.count('class="node st-') == 8 and 'class="node st-running"' in html
+        html = client.get(f"/step/0/{names['train']}").text
+        assert 'class="plot loss-curve"' in html and "holding" in html
+        assert "doc-00049" in client.get(f"/file/0/{names['corpus']}/docs.jsonl.gz").text
+        assert "row-00150" in client.get(f"/file/0/{names['corpus']}/table/part-00000.parquet?offset=150").text
+        assert client.get("/raw/0/%2e%2e/other-bucket/x").status_code == 403
+    finally:
+        server.stop()

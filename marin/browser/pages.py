@@ -58,6 +58,14 @@ def counts_of(steps) -> dict[str, int]:
     return counts
 
 
+def autorefresh(running: bool) -> str:
+    checked = " checked" if running else ""
+    return (
+        f'<label class="autorefresh muted" title="reload every 15 s"><input type="checkbox" data-autorefresh="15"{checked}> '
+        "auto-refresh</label>"
+    )
+
+
 def git_cell(git) -> tuple[str, str]:
     if not isinstance(git, dict) or not git.get("commit"):
         return '<span class="muted">—</span>', ""
@@ -110,7 +118,9 @@ def experiments_page(roots) -> str:
         + "".join(error_box(m) for m in errors)
         + '<div class="toolbar"><input type="search" class="search" data-table="exps" '
         'placeholder="Search name, description, user, commit…" autofocus>'
-        '<span class="muted count" data-count-for="exps"></span></div>'
+        '<span class="muted count" data-count-for="exps"></span>'
+        + autorefresh(any(s.state == "RUNNING" for e in exps for s in e.steps))
+        + "</div>"
         + table(headers, rows, cls="data exps", tid="exps")
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
     )
@@ -189,7 +199,9 @@ def experiment_page(roots, index: int, rel: str) -> str:
         + _raw_links(index, rel)
         + f'<h2>DAG <span class="muted">{len(exp.steps)} steps</span></h2><div class="dagbox">{dag_svg(nodes)}</div>'
         + '<h2>Steps</h2><div class="toolbar"><input type="search" class="search" data-table="steps" placeholder="Filter steps…">'
-        + '<span class="muted count" data-count-for="steps"></span></div>'
+        + '<span class="muted count" data-count-for="steps"></span>'
+        + autorefresh(counts.get("RUNNING", 0) > 0)
+        + "</div>"
         + table(
             ["state", "step", "hash", "duration", "started", "last outcome", "output"],
             step_rows,

@@ -111,4 +111,23 @@
   });
 
   document.querySelectorAll("pre.log").forEach(function (pre) { pre.scrollTop = pre.scrollHeight; });
+
+  // Pages with running steps reload themselves (keeping the scroll position) while the box is ticked.
+  const auto = document.querySelector("input[data-autorefresh]");
+  const key = "marin-scroll:" + window.location.pathname + window.location.search;
+  const saved = window.sessionStorage ? sessionStorage.getItem(key) : null;
+  if (saved !== null) { window.scrollTo(0, parseInt(saved, 10) || 0); sessionStorage.removeItem(key); }
+  if (auto) {
+    const seconds = parseInt(auto.getAttribute("data-autorefresh"), 10) || 15;
+    let timer = null;
+    function arm() {
+      if (timer) clearTimeout(timer);
+      timer = auto.checked ? setTimeout(function () {
+        if (window.sessionStorage) sessionStorage.setItem(key, String(window.scrollY));
+        window.location.reload();
+      }, seconds * 1000) : null;
+    }
+    auto.addEventListener("change", arm);
+    arm();
+  }
 })();
