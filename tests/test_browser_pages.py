@@ -281,3 +281,14 @@ def test_the_same_pages_work_on_an_s3_root(lab):
         assert client.get("/raw/0/%2e%2e/other-bucket/x").status_code == 403
     finally:
         server.stop()
+
+
+def test_several_roots_are_listed_together_and_a_root_without_records_says_so(lab, tmp_path):
+    root, names = lab
+    empty = tmp_path / "not-a-prefix"
+    empty.mkdir()
+    client = TestClient(create_app([str(root), str(empty)]))
+    html = client.get("/").text
+    assert "no experiments/ folder" in html and "<th>root</th>" in html
+    assert html.count('class="exp-link"') == 3
+    assert client.get(f"/step/1/{names['train']}").status_code == 404  # not under the second root

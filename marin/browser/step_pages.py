@@ -144,6 +144,8 @@ def log_timing(root, full: str, state: str) -> dict:
 def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
     st = read_step(roots, index, rel, exp_rel)
     root, full, files, info, state = st["root"], st["full"], st["files"], st["info"], st["state"]
+    if not files and not info:
+        raise FileNotFoundError(full)  # neither a folder nor a step of the given record
     name = info.get("name") or rel.rsplit("/", 1)[-1]
     exp = st["exp"]
     crumbs = [("experiments", "/")]
