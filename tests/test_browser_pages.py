@@ -292,3 +292,12 @@ def test_several_roots_are_listed_together_and_a_root_without_records_says_so(la
     assert "no experiments/ folder" in html and "<th>root</th>" in html
     assert html.count('class="exp-link"') == 3
     assert client.get(f"/step/1/{names['train']}").status_code == 404  # not under the second root
+
+
+def test_odd_file_names_are_linked_and_previewed(client, lab):
+    root, names = lab
+    (root / names["eval"] / "notes #1 & ü?.txt").write_text("odd but fine")
+    html = client.get(f"/step/0/{names['eval']}").text
+    href = re.search(r'<a class="file" href="([^"]*notes[^"]*)"', html).group(1)
+    assert "#" not in href and "?" not in href and " " not in href
+    assert "odd but fine" in client.get(href.replace("&amp;", "&")).text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlencode
 
 from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
 from marin.browser.storage import list_dir
@@ -36,7 +37,8 @@ def compare_links(roots, index: int, rel: str) -> str:
         if e.get("type") == "directory" and mm and mm["base"] == m["base"] and nm != m.string:
             other = f"{parent}/{nm}" if parent else nm
             others.append(
-                f'<a class="btn" href="/compare/{index}?a={esc(rel)}&amp;b={esc(other)}">compare with {esc(mm["hash"])}</a>'
+                f'<a class="btn" href="{esc(f"/compare/{index}?" + urlencode({"a": rel, "b": other}))}">'
+                f"compare with {esc(mm['hash'])}</a>"
             )
     if not others:
         return ""

@@ -24,6 +24,7 @@ from marin.browser.html import (
     kv_table,
     note,
     page,
+    q,
     state_badge,
     table,
     url_exp,
@@ -265,7 +266,7 @@ def _log(roots, index: int, rel: str, files: dict, state: str) -> str:
         + "</div>"
     )
     return head + (
-        f'<pre class="log" data-log-url="/api/log/{index}/{esc(log_rel)}" data-offset="{size}" '
+        f'<pre class="log" data-log-url="/api/log/{index}/{esc(q(log_rel))}" data-offset="{size}" '
         f'data-follow="{"1" if follow else "0"}">{esc(text)}</pre>'
     )
 
