@@ -19,9 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
 logger = logging.getLogger(__name__)
 
 _SCHEME = re.compile(r"^([A-Za-z]:|[A-Za-z][A-Za-z0-9+.\-]*:(/|$))")
@@ -44,7 +41,7 @@ class Root:
 
     @property
     def is_local(self) -> bool:
-        return isinstance(self.fs, LocalFileSystem)
+        return _is_local(self.fs)
 
     def join(self, rel: str) -> str:
         return f"{self.path}/{rel}" if rel else self.path
@@ -53,6 +50,12 @@ class Root:
         """The URL a researcher would type for `rel` under this root."""
         base = self.url.rstrip("/")
         return f"{base}/{rel}" if rel else base
+
+
+def _is_local(fs) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
 
 
 def check_relative(rel: str) -> str:
@@ -84,12 +87,14 @@ class Roots:
     def __init__(self, urls: list[str], storage_options: dict[str, dict] | None = None):
         if not urls:
             raise ValueError("roots: give at least one folder or bucket to browse")
+        import fsspec
+
         storage_options = storage_options or {}
         self.roots: list[Root] = []
         for url in urls:
             protocol = url.split("://", 1)[0] if "://" in url else "file"
             fs, path = fsspec.core.url_to_fs(url, **storage_options.get(protocol, {}))
-            if isinstance(fs, LocalFileSystem):
+            if _is_local(fs):
                 path = os.path.realpath(path)
                 if not os.path.isdir(path):
                     raise ValueError(f"root {url!r}: not a folder")
@@ -149,7 +154,7 @@ def read_many(fs, paths: list[str]) -> dict[str, bytes | Exception]:
     """Read small files in one batch (concurrent on object stores); missing files map to an exception."""
     if not paths:
         return {}
-    if isinstance(fs, LocalFileSystem):
+    if _is_local(fs):
         out: dict[str, bytes | Exception] = {}
         for p in paths:
             try:
