@@ -126,7 +126,9 @@ def fake_gcs_server(workdir: Path):
 def upload_tree(fs, local: Path, remote: str) -> None:
     """Copy a local folder into `remote` (bucket/prefix) file by file (dot-files included)."""
     for path in sorted(local.rglob("*")):
-        if path.is_file():
+        if path.name.startswith(".tmp-") or not path.is_file():
+            continue  # a running executor's temporary file (its lease renewal) may come and go
+        with contextlib.suppress(FileNotFoundError):
             fs.pipe_file(f"{remote}/{path.relative_to(local).as_posix()}", path.read_bytes())
 
 

@@ -36,7 +36,7 @@ def built(tmp_path_factory):
 def lab(built, tmp_path):
     original, names = built
     root = tmp_path / "copy"
-    shutil.copytree(original, root, symlinks=True)
+    shutil.copytree(original, root, symlinks=True, ignore=shutil.ignore_patterns(".tmp-*"))
     return root, names
 
 
