@@ -58,6 +58,8 @@ class Plan:
     prefix: str
     steps: list[PlannedStep]
     by_step: dict[ExecutorStep, PlannedStep]
+    step_records: dict[int, dict] = dataclasses.field(default_factory=dict)
+    """Memo of each step's record (records.step_record), computed at most once per plan."""
 
     def __getitem__(self, step: ExecutorStep) -> PlannedStep:
         return self.by_step[step]
