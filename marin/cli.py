@@ -104,7 +104,10 @@ def cmd_verify(ns) -> int:
 def cmd_browse(ns) -> int:
     from marin.browser.app import serve
 
-    serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+    try:
+        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     return 0
 
 
