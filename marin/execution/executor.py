@@ -222,6 +222,7 @@ class Executor:
     def _execute(self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool) -> dict[int, StepOutcome]:
         outcomes: dict[int, StepOutcome] = {}
         pending: dict[int, PlannedStep] = {}
+        self._rerun_succeeded = {id(d.planned) for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
             if d.action == "skip":
                 outcomes[id(d.planned)] = StepOutcome("SKIPPED")
@@ -305,6 +306,7 @@ class Executor:
             info=step_record(p, plan),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
+            rerun_succeeded=id(p) in self._rerun_succeeded,
         )
 
     def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:

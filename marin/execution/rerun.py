@@ -97,7 +97,9 @@ def _build(cls: type, data: Any, types: dict[str, str], path: str, step: str) ->
 
 def _value(value: Any, hint: Any, types: dict[str, str], path: str, step: str) -> Any:
     if isinstance(value, dict) and "__unserializable__" in value:
-        raise RerunError(f"step {step!r}: field {path!r} held a {value['__unserializable__']} the record cannot restore")
+        raise RerunError(
+            f"step {step!r}: field {path!r} held a {value['__unserializable__']} the record cannot restore"
+        )
     if isinstance(value, VersionedValue):
         return VersionedValue(_value(value.value, hint, types, path, step))
     if path in types and isinstance(value, dict):
@@ -131,14 +133,18 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
         data = _mark_paths(entry["config"], entry["output_path"], old_prefix, new_prefix)
         groups = {"DEP": entry.get("dependencies", []), "PSEUDO_DEP": entry.get("pseudo_dependencies", [])}
         for field_path, recorded in version.get("config", {}).items():
-            marker = re.fullmatch(r"(DEP|PSEUDO_DEP)\[(\d+)\](?:/(.*))?", recorded) if isinstance(recorded, str) else None
+            marker = (
+                re.fullmatch(r"(DEP|PSEUDO_DEP)\[(\d+)\](?:/(.*))?", recorded) if isinstance(recorded, str) else None
+            )
             if marker:
                 tag, index, sub = marker.group(1), int(marker.group(2)), marker.group(3)
                 try:
                     dep = by_path[groups[tag][index]]
                 except (IndexError, KeyError):
-                    raise RerunError(f"step {name!r}: field {field_path!r} names {recorded} but the record has "
-                                     "no such dependency earlier in the DAG") from None
+                    raise RerunError(
+                        f"step {name!r}: field {field_path!r} names {recorded} but the record has "
+                        "no such dependency earlier in the DAG"
+                    ) from None
                 inp = InputName(dep, sub)
                 _set_at(data, field_path, inp if tag == "DEP" else inp.nonblocking(), name)
             else:
