@@ -138,7 +138,9 @@ def write_shakespeare_corpus(config: ShippedCorpusConfig) -> dict:
     docs = shakespeare_documents(config.plant_duplicates)
     per_shard = -(-len(docs) // config.num_shards)
     for i in range(config.num_shards):
-        atomic_write_bytes(join(config.output_path, shard_name(i)), encode_documents(docs[i * per_shard : (i + 1) * per_shard]))
+        atomic_write_bytes(
+            join(config.output_path, shard_name(i)), encode_documents(docs[i * per_shard : (i + 1) * per_shard])
+        )
     planted = [d["id"] for d in docs if "planted_duplicate_of" in d["metadata"]]
     info = {
         "source": SOURCE,

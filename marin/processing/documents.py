@@ -56,9 +56,7 @@ def list_shards(input_path: str, pattern: str | None = None) -> list[str]:
     if not fs.isdir(root):
         raise EmptyInputError(f"input path does not exist: {input_path}")
     found = fs.glob(f"{root.rstrip('/')}/{pattern or '**'}")
-    shards = sorted(
-        p for p in found if p.endswith(SHARD_SUFFIXES) and "/." not in p[len(root) :] and fs.isfile(p)
-    )
+    shards = sorted(p for p in found if p.endswith(SHARD_SUFFIXES) and "/." not in p[len(root) :] and fs.isfile(p))
     if not shards:
         raise EmptyInputError(f"no document shards (*.jsonl.gz, *.jsonl) under input path {input_path}")
     return [_unstrip(fs, p, input_path) for p in shards]
