@@ -145,7 +145,7 @@ def _plan(config: DedupConfig, shards: list[str]) -> dict:
     exact = []
     for h in hashed:
         removed = {}
-        for idx, (doc_id, key) in enumerate(zip(h["ids"], h["keys"])):
+        for idx, (doc_id, key) in enumerate(zip(h["ids"], h["keys"], strict=True)):
             if key is None:
                 continue
             if key in first:

@@ -49,14 +49,23 @@ def shard_name(index: int) -> str:
 
 
 def list_shards(input_path: str, pattern: str | None = None) -> list[str]:
-    """Sorted full paths of the document shards under `input_path` (a folder, or one file)."""
+    """Sorted full paths of the document shards under `input_path` (a folder, or one file).
+
+    Without a `pattern`, a folder's `part-*` shards are taken when there are any (what marin steps
+    write, leaving out sidecars such as `removed_sample.jsonl.gz`); otherwise every jsonl file below.
+    Hidden files and folders (`.work/`, `.tmp-*`) are never shards.
+    """
     fs, root = fsspec.core.url_to_fs(input_path)
     if fs.isfile(root):
         return [_unstrip(fs, root, input_path)]
     if not fs.isdir(root):
         raise EmptyInputError(f"input path does not exist: {input_path}")
-    found = fs.glob(f"{root.rstrip('/')}/{pattern or '**'}")
-    shards = sorted(p for p in found if p.endswith(SHARD_SUFFIXES) and "/." not in p[len(root) :] and fs.isfile(p))
+    shards = []
+    for glob in [pattern] if pattern else ["**/part-*", "**"]:
+        found = fs.glob(f"{root.rstrip('/')}/{glob}")
+        shards = sorted(p for p in found if p.endswith(SHARD_SUFFIXES) and "/." not in p[len(root) :] and fs.isfile(p))
+        if shards:
+            break
     if not shards:
         raise EmptyInputError(f"no document shards (*.jsonl.gz, *.jsonl) under input path {input_path}")
     return [_unstrip(fs, p, input_path) for p in shards]

@@ -1,0 +1,215 @@
+"""Tokenize documents into Levanter's cache format, train and validation splits.
+
+Contract with training: `output_path/train/` and `output_path/validation/` are each exactly the cache
+Levanter builds itself for `UrlSingleDatasetLMConfig(cache_dir=output_path, tokenizer=TOKENIZER,
+format=TextLmDatasetFormat())` on that split, so training with `cache_dir=output_path` and the same
+`tokenizer` string loads them without rebuilding. We get there with Levanter's own parts: the
+tokenizer is loaded with `levanter.compat.hf_checkpoints.load_tokenizer`, documents go through the
+preprocessor from `preprocessor_for_format(TextLmDatasetFormat(), tokenizer)` (bos and eos added as
+Levanter adds them), and rows are written with `levanter.store.SerialCacheWriter`, whose ledger
+(`shard_ledger.json`, written last) carries that preprocessor's metadata. Levanter's Ray cache
+builder is not used: it hangs on two-core machines. Levanter's ledger metadata names the tokenizer
+path, so a cache built in another prefix differs in that one file.
+
+Which documents are validation: those of `validation_path` when given, otherwise a fraction chosen by
+a hash of the document id (`validation_fraction`), so a document's split never depends on shard
+layout or worker count. A split whose ledger is finished is not rebuilt on a rerun; an unfinished one
+is deleted and rebuilt. Also written: `stats.json` (documents, tokens, UTF-8 bytes per split) and
+`tokenize_info.json` (the tokenizer path and the Levanter config that loads the caches).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from marin.processing.documents import EmptyInputError, ReadReport, join, list_shards, read_documents, write_json
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "validation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenizeConfig:
+    """Tokenize `input_path` (and `validation_path`) into Levanter caches under `output_path`."""
+
+    input_path: str
+    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    tokenizer: str
+    """A transformers tokenizer folder (a train_tokenizer step's output, or any path)."""
+    output_path: str
+    """Folder for train/, validation/, stats.json and tokenize_info.json."""
+    validation_path: str | None = None
+    """Documents for the validation split; when set, every input document is train."""
+    validation_fraction: float = 0.05
+    """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
+    batch_size: int = 256
+    """Documents per tokenizer call."""
+    skip_bad_documents: bool = False
+    """Skip and count lines that are not valid documents instead of failing on the first."""
+
+    def __post_init__(self):
+        if not 0.0 <= self.validation_fraction < 1.0:
+            raise ValueError(f"TokenizeConfig.validation_fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.validation_path is not None and self.validation_fraction != 0.0:
+            raise ValueError(
+                "TokenizeConfig: set validation_fraction=0 when validation_path names the validation documents"
+            )
+        if self.batch_size < 1:
+            raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
+
+
+def is_validation(doc_id: str, fraction: float) -> bool:
+    """Deterministic split by id: the first 8 bytes of sha256(id) as a fraction of 2**64."""
+    if fraction <= 0:
+        return False
+    h = int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big")
+    return h < fraction * 2**64
+
+
+def _load_tokenizer(tokenizer_path: str):
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    return load_tokenizer(tokenizer_path)
+
+
+def _batched(items: Iterable, n: int) -> Iterator[list]:
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _ledger_finished(cache_dir: str) -> bool:
+    import json
+
+    import fsspec
+
+    try:
+        with fsspec.open(join(cache_dir, "shard_ledger.json"), "r") as f:
+            return bool(json.load(f).get("is_finished"))
+    except FileNotFoundError:
+        return False
+
+
+def write_levanter_cache(
+    docs: Iterable[dict], tokenizer, tokenizer_path: str, cache_dir: str, batch_size: int = 256
+) -> dict:
+    """Tokenize `docs` (dicts with `text`) into a finished Levanter cache at `cache_dir`; returns counts."""
+    import fsspec
+    from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
+    from levanter.store.cache import CacheMetadata, SerialCacheWriter
+    from tqdm.auto import tqdm
+
+    fs, root = fsspec.core.url_to_fs(cache_dir)
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+    processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
+    counts = {"documents": 0, "tokens": 0, "bytes": 0}
+    with SerialCacheWriter(
+        cache_dir, processor.output_exemplar, metadata=CacheMetadata(preprocessor_metadata=processor.metadata)
+    ) as writer:
+        with tqdm(desc=f"tokenize {cache_dir.rstrip('/').rsplit('/', 1)[-1]}", unit="doc") as bar:
+            for batch in _batched(docs, batch_size):
+                rows = processor(batch)
+                writer.write_batch(rows)
+                counts["documents"] += len(batch)
+                counts["tokens"] += sum(len(r["input_ids"]) for r in rows)
+                counts["bytes"] += sum(len(d["text"].encode("utf-8")) for d in batch)
+                bar.update(len(batch))
+    logger.info(
+        "wrote Levanter cache %s (%d docs, %d tokens) with tokenizer %s",
+        cache_dir,
+        counts["documents"],
+        counts["tokens"],
+        tokenizer_path,
+    )
+    return counts
+
+
+def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: str, batch_size: int = 256) -> dict:
+    """Public helper: a Levanter text cache at `cache_dir` (a split folder, e.g. OUT/train) from plain strings.
+
+    Identical to what the tokenize step writes for the same texts; load it with
+    `UrlSingleDatasetLMConfig(cache_dir=<parent of cache_dir>, tokenizer=tokenizer_dir)`.
+    """
+    tokenizer = _load_tokenizer(tokenizer_dir)
+    return write_levanter_cache(({"text": t} for t in texts), tokenizer, tokenizer_dir, cache_dir, batch_size)
+
+
+def tokenize(config: TokenizeConfig) -> dict:
+    """Run the tokenize step; returns the stats also written to stats.json."""
+    tokenizer = _load_tokenizer(config.tokenizer)
+    inputs = list_shards(config.input_path)
+    val_inputs = list_shards(config.validation_path) if config.validation_path else None
+    stats: dict = {}
+
+    def split_docs(split: str, report: ReadReport) -> Iterator[dict]:
+        if split == "validation" and val_inputs is not None:
+            for path in val_inputs:
+                yield from read_documents(path, skip_bad=config.skip_bad_documents, report=report)
+        else:
+            want_val = split == "validation"
+            for path in inputs:
+                for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
+                    if is_validation(doc["id"], config.validation_fraction) == want_val:
+                        yield doc
+
+    stats_path = join(config.output_path, ".split_stats")
+    for split in SPLITS:
+        if split == "validation" and val_inputs is None and config.validation_fraction == 0:
+            continue
+        cache_dir = join(config.output_path, split)
+        if _ledger_finished(cache_dir) and _read_json(join(stats_path, f"{split}.json")) is not None:
+            logger.info("tokenize: %s is already finished, not rebuilding", cache_dir)
+            stats[split] = _read_json(join(stats_path, f"{split}.json"))
+            continue
+        report = ReadReport()
+        docs = split_docs(split, report)
+        first = next(docs, None)
+        if first is None:
+            if split == "train":
+                raise EmptyInputError(f"tokenize: no documents for the train split in input path {config.input_path}")
+            logger.warning("tokenize: the validation split is empty; no validation cache written")
+            continue
+        counts = write_levanter_cache(_prepend(first, docs), tokenizer, config.tokenizer, cache_dir, config.batch_size)
+        counts["skipped_bad_documents"] = dict(sorted(report.skipped.items()))
+        write_json(join(stats_path, f"{split}.json"), counts)
+        stats[split] = counts
+    write_json(join(config.output_path, "stats.json"), stats)
+    write_json(
+        join(config.output_path, "tokenize_info.json"),
+        {
+            "tokenizer": config.tokenizer,
+            "splits": sorted(stats),
+            "format": "levanter.data.text.TextLmDatasetFormat(text_key='text')",
+            "enforce_bos": True,
+            "enforce_eos": True,
+            "levanter_config": {"cache_dir": config.output_path, "tokenizer": config.tokenizer},
+        },
+    )
+    return stats
+
+
+def _prepend(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
+    yield first
+    yield from rest
+
+
+def _read_json(path: str):
+    import json
+
+    import fsspec
+
+    try:
+        with fsspec.open(path, "r") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
