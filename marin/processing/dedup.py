@@ -136,6 +136,7 @@ def _plan(config: DedupConfig, shards: list[str]) -> dict:
     """Exact keys and the MinHash clusters; cached in .work/plan.json so a resumed run skips it."""
     plan_path = join(config.output_path, ".work", "plan.json")
     if exists(plan_path):
+        logger.info("dedup: reusing the finished plan in %s", plan_path)
         with fsspec.open(plan_path, "r") as f:
             return json.load(f)
     hashed = run_shards(_hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes")
@@ -186,7 +187,10 @@ def _read_u32_pairs(path: str) -> dict[int, int]:
 
 def _write_shard(config: DedupConfig, path: str, index: int, exact_removed: dict[str, str], skipped: dict) -> None:
     docs = list(_surviving_docs(config, path, {int(k) for k in exact_removed}))
-    removed = [{"id": None, "idx": int(k), "reason": "exact", "duplicate_of": v} for k, v in exact_removed.items()]
+    removed = [
+        {"id": None, "idx": int(k), "reason": "exact", "duplicate_of": v}
+        for k, v in sorted(exact_removed.items(), key=lambda kv: int(kv[0]))
+    ]
     clustered = []
     kept = docs
     if config.fuzzy is not None:
