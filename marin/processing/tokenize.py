@@ -192,7 +192,7 @@ def tokenize(config: TokenizeConfig) -> dict:
             "format": "levanter.data.text.TextLmDatasetFormat(text_key='text')",
             "enforce_bos": True,
             "enforce_eos": True,
-            "levanter_config": {"cache_dir": config.output_path, "tokenizer": config.tokenizer},
+            "levanter": "UrlSingleDatasetLMConfig(cache_dir=<this folder>, tokenizer=<tokenizer>)",
         },
     )
     return stats
