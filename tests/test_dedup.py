@@ -7,11 +7,11 @@ import logging
 import random
 
 import pytest
-from data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
 
 import marin.processing.dedup as dedup_mod
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.documents import BadDocumentError
+from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
 
 
 def _near(rng: random.Random, text: str) -> str:

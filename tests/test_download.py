@@ -11,10 +11,10 @@ import hashlib
 import json
 
 import pytest
-from data_docs import tree_bytes
-from data_servers import FileServer, HubServer
 
 from marin.download.download import ChecksumMismatchError, DownloadConfig, download
+from tests.data_docs import tree_bytes
+from tests.data_servers import FileServer, HubServer
 
 FILES = {
     "data/train/part-00000.jsonl.gz": b"\x1f\x8b" + bytes(range(256)) * 40,

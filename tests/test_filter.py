@@ -8,10 +8,10 @@ import logging
 import random
 
 import pytest
-from data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
 
 from marin.processing.documents import BadDocumentError, EmptyInputError
 from marin.processing.filter import FilterConfig, GopherQualityConfig, filter_documents
+from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
 
 
 def _corpus(root, n_shards=3, good_per_shard=4):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from data_docs import read_shard, tree_bytes
-
 from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
+from tests.data_docs import read_shard, tree_bytes
 
 
 def test_shakespeare_corpus_is_deterministic_dolma_shards_with_planted_duplicates(tmp_path):

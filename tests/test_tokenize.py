@@ -7,11 +7,11 @@ import logging
 import random
 
 import pytest
-from data_docs import doc, english_doc, tree_bytes, write_shard
 
 from marin.processing.documents import EmptyInputError
 from marin.processing.tokenize import TokenizeConfig, build_levanter_cache, is_validation, tokenize
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+from tests.data_docs import doc, english_doc, tree_bytes, write_shard
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,10 @@ import json
 import random
 
 import pytest
-from data_docs import doc, english_doc, tree_bytes, write_shard
 
 from marin.processing.documents import EmptyInputError
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+from tests.data_docs import doc, english_doc, tree_bytes, write_shard
 
 
 @pytest.fixture(scope="module")

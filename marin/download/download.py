@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import fsspec
 from tqdm.auto import tqdm
 
-from marin.processing.documents import join, write_json
+from marin.processing.documents import concrete, join, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class DownloadConfig:
     """Files copied at once (threads); the output does not depend on it."""
 
     def __post_init__(self):
-        if not self.source:
+        if concrete(self.source) and not self.source:
             raise ValueError("DownloadConfig.source is empty")
         if self.workers < 1:
             raise ValueError(f"DownloadConfig.workers must be >= 1, got {self.workers}")

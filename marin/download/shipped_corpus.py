@@ -97,11 +97,17 @@ def _near_copy(doc: dict) -> dict:
     }
 
 
-def shakespeare_documents(plant_duplicates: bool = True) -> list[dict]:
-    """Every play's sections in a fixed order, then the planted copies."""
+def shakespeare_documents(plant_duplicates: bool = True, plays: tuple[str, ...] = ()) -> list[dict]:
+    """Every play's sections (or those of `plays`, by file slug) in a fixed order, then the planted copies."""
     root = plays_dir()
+    paths = sorted(root.glob("*/*.md"))
+    if plays:
+        unknown = sorted(set(plays) - {p.stem for p in paths})
+        if unknown:
+            raise ValueError(f"ShippedCorpusConfig.plays: no such play {', '.join(unknown)} (slugs like 'hamlet')")
+        paths = [p for p in paths if p.stem in plays]
     docs = []
-    for path in sorted(root.glob("*/*.md")):
+    for path in paths:
         docs.extend(play_documents(path, category=path.parent.name))
     if plant_duplicates:
         originals = list(docs)
@@ -129,13 +135,15 @@ class ShippedCorpusConfig:
     """Number of shards; documents are cut into contiguous runs."""
     plant_duplicates: bool = True
     """Append the exact and near copies described in the module docstring."""
+    plays: tuple[str, ...] = ()
+    """Only these plays, by file slug ('hamlet', 'macbeth', ...); empty: all 38."""
 
 
 def write_shakespeare_corpus(config: ShippedCorpusConfig) -> dict:
     """Write the corpus and a `corpus_info.json`; returns that info."""
     if config.num_shards < 1:
         raise ValueError(f"ShippedCorpusConfig.num_shards must be >= 1, got {config.num_shards}")
-    docs = shakespeare_documents(config.plant_duplicates)
+    docs = shakespeare_documents(config.plant_duplicates, tuple(config.plays))
     per_shard = -(-len(docs) // config.num_shards)
     for i in range(config.num_shards):
         atomic_write_bytes(

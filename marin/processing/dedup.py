@@ -30,6 +30,7 @@ from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
     atomic_write_bytes,
+    concrete,
     encode_documents,
     exists,
     join,
@@ -77,7 +78,7 @@ class DedupConfig:
     def __post_init__(self):
         if self.workers < 1:
             raise ValueError(f"DedupConfig.workers must be >= 1, got {self.workers}")
-        if not self.exact and self.fuzzy is None:
+        if concrete(self.exact, self.fuzzy) and not self.exact and self.fuzzy is None:
             raise ValueError("DedupConfig: exact=False and fuzzy=None would remove nothing; enable one")
 
 

@@ -25,7 +25,15 @@ import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from marin.processing.documents import EmptyInputError, ReadReport, join, list_shards, read_documents, write_json
+from marin.processing.documents import (
+    EmptyInputError,
+    ReadReport,
+    concrete,
+    join,
+    list_shards,
+    read_documents,
+    write_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +60,16 @@ class TokenizeConfig:
     """Skip and count lines that are not valid documents instead of failing on the first."""
 
     def __post_init__(self):
+        if self.batch_size < 1:
+            raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
+        if not concrete(self.validation_fraction, self.validation_path):
+            return
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ValueError(f"TokenizeConfig.validation_fraction must be in [0, 1), got {self.validation_fraction}")
         if self.validation_path is not None and self.validation_fraction != 0.0:
             raise ValueError(
                 "TokenizeConfig: set validation_fraction=0 when validation_path names the validation documents"
             )
-        if self.batch_size < 1:
-            raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
 
 
 def is_validation(doc_id: str, fraction: float) -> bool:

@@ -15,7 +15,15 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from marin.processing.documents import EmptyInputError, ReadReport, join, list_shards, read_documents, write_json
+from marin.processing.documents import (
+    EmptyInputError,
+    ReadReport,
+    concrete,
+    join,
+    list_shards,
+    read_documents,
+    write_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +52,8 @@ class TrainTokenizerConfig:
     """Skip and count lines that are not valid documents instead of failing on the first."""
 
     def __post_init__(self):
+        if not concrete(self.vocab_size, self.extra_special_tokens, self.bos_token, self.eos_token):
+            return
         reserved = 256 + 2 + len(self.extra_special_tokens)
         if self.vocab_size <= reserved:
             raise ValueError(
