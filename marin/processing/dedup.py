@@ -39,7 +39,7 @@ from marin.processing.documents import (
     shard_name,
     write_json,
 )
-from marin.processing.shards import run_shards
+from marin.processing.shards import run_shards, worker_pool
 
 logger = logging.getLogger(__name__)
 
@@ -133,14 +133,16 @@ def _bucket(config: DedupConfig, bucket: int) -> None:
     stage.run(None, rank=bucket, world_size=config.fuzzy.num_buckets)
 
 
-def _plan(config: DedupConfig, shards: list[str]) -> dict:
+def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
     """Exact keys and the MinHash clusters; cached in .work/plan.json so a resumed run skips it."""
     plan_path = join(config.output_path, ".work", "plan.json")
     if exists(plan_path):
         logger.info("dedup: reusing the finished plan in %s", plan_path)
         with fsspec.open(plan_path, "r") as f:
             return json.load(f)
-    hashed = run_shards(_hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes")
+    hashed = run_shards(
+        _hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes", pool=pool
+    )
     if sum(len(h["ids"]) for h in hashed) == 0:
         raise EmptyInputError(f"dedup: no documents in input path {config.input_path}")
     first: dict[str, str] = {}
@@ -160,12 +162,13 @@ def _plan(config: DedupConfig, shards: list[str]) -> dict:
 
         work = join(config.output_path, ".work")
         tasks = [(config, p, i, len(shards), sorted(int(k) for k in exact[i])) for i, p in enumerate(shards)]
-        run_shards(_signature_shard, tasks, workers=config.workers, desc="dedup: minhash signatures")
+        run_shards(_signature_shard, tasks, workers=config.workers, desc="dedup: minhash signatures", pool=pool)
         run_shards(
             _bucket,
             [(config, b) for b in range(config.fuzzy.num_buckets)],
             workers=config.workers,
             desc="dedup: minhash buckets",
+            pool=pool,
         )
         MinhashDedupCluster(
             input_folder=join(work, "buckets"),
@@ -223,14 +226,16 @@ def dedup_documents(config: DedupConfig) -> dict:
     """Run the dedup step; returns the totals also written to stats.json."""
     shards = list_shards(config.input_path)
     logger.info("deduplicating %d shards from %s into %s", len(shards), config.input_path, config.output_path)
-    plan = _plan(config, shards)
-    run_shards(
-        _write_shard,
-        [(config, p, i, plan["exact"][i], plan["skipped"][i]) for i, p in enumerate(shards)],
-        workers=config.workers,
-        desc="dedup: write",
-        done_path=lambda i: join(config.output_path, shard_name(i)),
-    )
+    with worker_pool(config.workers) as pool:
+        plan = _plan(config, shards, pool)
+        run_shards(
+            _write_shard,
+            [(config, p, i, plan["exact"][i], plan["skipped"][i]) for i, p in enumerate(shards)],
+            workers=config.workers,
+            desc="dedup: write",
+            done_path=lambda i: join(config.output_path, shard_name(i)),
+            pool=pool,
+        )
     per_shard = []
     for i in range(len(shards)):
         with fsspec.open(join(config.output_path, ".shard_stats", f"part-{i:05d}.json"), "r") as f:

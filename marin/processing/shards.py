@@ -11,9 +11,10 @@ tokenizers') can deadlock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -24,6 +25,16 @@ from marin.processing.documents import exists
 logger = logging.getLogger(__name__)
 
 
+@contextlib.contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """One spawn-context process pool for a whole step (None when workers <= 1): workers import once."""
+    if workers <= 1:
+        yield None
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
 def run_shards(
     fn: Callable[..., Any],
     tasks: Sequence[tuple],
@@ -31,23 +42,28 @@ def run_shards(
     workers: int,
     desc: str,
     done_path: Callable[[int], str] | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> list[Any]:
-    """Call `fn(*tasks[i])` for every i whose `done_path(i)` is absent; results in task order (None if skipped)."""
+    """Call `fn(*tasks[i])` for every i whose `done_path(i)` is absent; results in task order (None if skipped).
+
+    Runs in `pool` when given, else in a pool of `workers` processes made for this call, else inline.
+    """
     todo = [i for i in range(len(tasks)) if done_path is None or not exists(done_path(i))]
     skipped = len(tasks) - len(todo)
     if skipped:
         logger.info("%s: %d of %d shards already done, running %d", desc, skipped, len(tasks), len(todo))
     results: list[Any] = [None] * len(tasks)
     with tqdm(total=len(tasks), initial=skipped, desc=desc, unit="shard") as bar:
-        if workers <= 1 or len(todo) <= 1:
+        if pool is None and (workers <= 1 or len(todo) <= 1):
             for i in todo:
                 results[i] = fn(*tasks[i])
                 bar.update(1)
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
-                futures = {i: pool.submit(fn, *tasks[i]) for i in todo}
-                for i in todo:
-                    results[i] = futures[i].result()
-                    bar.update(1)
+            return results
+        with contextlib.ExitStack() as stack:
+            if pool is None:
+                pool = stack.enter_context(worker_pool(min(workers, len(todo))))
+            futures = {i: pool.submit(fn, *tasks[i]) for i in todo}
+            for i in todo:
+                results[i] = futures[i].result()
+                bar.update(1)
     return results
