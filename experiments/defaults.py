@@ -175,7 +175,7 @@ def default_tokenize(
     *,
     validation: StepInput | None = None,
     validation_fraction: float = 0.05,
-    batch_size: int = 256,
+    batch_size: int = 1024,
 ) -> ExecutorStep:
     """Levanter caches (train/, validation/) of `documents` with `tokenizer` (a step or a folder) in tokenized/NAME."""
     return ExecutorStep(

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -54,7 +56,7 @@ class TokenizeConfig:
     """Documents for the validation split; when set, every input document is train."""
     validation_fraction: float = 0.05
     """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
-    batch_size: int = 256
+    batch_size: int = 1024
     """Documents per tokenizer call."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
@@ -97,6 +99,32 @@ def _batched(items: Iterable, n: int) -> Iterator[list]:
         yield batch
 
 
+def _prefetch(items: Iterator, depth: int = 2) -> Iterator:
+    """Yield `items` while a background thread computes the next ones (tokenizing overlaps cache writes)."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    done = object()
+
+    def produce():
+        try:
+            for item in items:
+                q.put((item, None))
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            q.put((None, e))
+            return
+        q.put((done, None))
+
+    thread = threading.Thread(target=produce, daemon=True, name="tokenize-prefetch")
+    thread.start()
+    while True:
+        item, error = q.get()
+        if error is not None:
+            raise error
+        if item is done:
+            break
+        yield item
+    thread.join()
+
+
 def _ledger_finished(cache_dir: str) -> bool:
     import json
 
@@ -110,7 +138,7 @@ def _ledger_finished(cache_dir: str) -> bool:
 
 
 def write_levanter_cache(
-    docs: Iterable[dict], tokenizer, tokenizer_path: str, cache_dir: str, batch_size: int = 256
+    docs: Iterable[dict], tokenizer, tokenizer_path: str, cache_dir: str, batch_size: int = 1024
 ) -> dict:
     """Tokenize `docs` (dicts with `text`) into a finished Levanter cache at `cache_dir`; returns counts."""
     import fsspec
@@ -127,8 +155,7 @@ def write_levanter_cache(
         cache_dir, processor.output_exemplar, metadata=CacheMetadata(preprocessor_metadata=processor.metadata)
     ) as writer:
         with tqdm(desc=f"tokenize {cache_dir.rstrip('/').rsplit('/', 1)[-1]}", unit="doc") as bar:
-            for batch in _batched(docs, batch_size):
-                rows = processor(batch)
+            for batch, rows in _prefetch((batch, processor(batch)) for batch in _batched(docs, batch_size)):
                 writer.write_batch(rows)
                 counts["documents"] += len(batch)
                 counts["tokens"] += sum(len(r["input_ids"]) for r in rows)
@@ -144,7 +171,7 @@ def write_levanter_cache(
     return counts
 
 
-def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: str, batch_size: int = 256) -> dict:
+def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: str, batch_size: int = 1024) -> dict:
     """Public helper: a Levanter text cache at `cache_dir` (a split folder, e.g. OUT/train) from plain strings.
 
     Identical to what the tokenize step writes for the same texts; load it with
