@@ -13,13 +13,14 @@ path, so a cache built in another prefix differs in that one file.
 
 Which documents are validation: those of `validation_path` when given, otherwise a fraction chosen by
 a hash of the document id (`validation_fraction`), so a document's split never depends on shard
-layout or worker count. A split whose ledger is finished is not rebuilt on a rerun; an unfinished one
-is deleted and rebuilt. Also written: `stats.json` (documents, tokens, UTF-8 bytes per split) and
+layout or worker count. One pass over the input feeds both caches. A split whose ledger is finished
+is not rebuilt on a rerun; an unfinished one is deleted and rebuilt. Also written: `stats.json` (documents, tokens, UTF-8 bytes per split) and
 `tokenize_info.json` (the tokenizer path and the Levanter config that loads the caches).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import queue
@@ -88,17 +89,6 @@ def _load_tokenizer(tokenizer_path: str):
     return load_tokenizer(tokenizer_path)
 
 
-def _batched(items: Iterable, n: int) -> Iterator[list]:
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == n:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def _prefetch(items: Iterator, depth: int = 2) -> Iterator:
     """Yield `items` while a background thread computes the next ones (tokenizing overlaps cache writes)."""
     q: queue.Queue = queue.Queue(maxsize=depth)
@@ -137,37 +127,61 @@ def _ledger_finished(cache_dir: str) -> bool:
         return False
 
 
-def write_levanter_cache(
-    docs: Iterable[dict], tokenizer, tokenizer_path: str, cache_dir: str, batch_size: int = 1024
-) -> dict:
-    """Tokenize `docs` (dicts with `text`) into a finished Levanter cache at `cache_dir`; returns counts."""
+def write_levanter_caches(
+    docs: Iterable[tuple[str, dict]], tokenizer, tokenizer_path: str, cache_dirs: dict[str, str], batch_size: int = 1024
+) -> dict[str, dict]:
+    """Tokenize `(split, doc)` pairs into one finished Levanter cache per split in `cache_dirs`, in one pass.
+
+    Pairs for splits not in `cache_dirs` are skipped. A split that gets no document gets no cache.
+    Returns counts per written split.
+    """
     import fsspec
     from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
     from levanter.store.cache import CacheMetadata, SerialCacheWriter
     from tqdm.auto import tqdm
 
-    fs, root = fsspec.core.url_to_fs(cache_dir)
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
     processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
-    counts = {"documents": 0, "tokens": 0, "bytes": 0}
-    with SerialCacheWriter(
-        cache_dir, processor.output_exemplar, metadata=CacheMetadata(preprocessor_metadata=processor.metadata)
-    ) as writer:
-        with tqdm(desc=f"tokenize {cache_dir.rstrip('/').rsplit('/', 1)[-1]}", unit="doc") as bar:
-            for batch, rows in _prefetch((batch, processor(batch)) for batch in _batched(docs, batch_size)):
-                writer.write_batch(rows)
-                counts["documents"] += len(batch)
-                counts["tokens"] += sum(len(r["input_ids"]) for r in rows)
-                counts["bytes"] += sum(len(d["text"].encode("utf-8")) for d in batch)
-                bar.update(len(batch))
-    logger.info(
-        "wrote Levanter cache %s (%d docs, %d tokens) with tokenizer %s",
-        cache_dir,
-        counts["documents"],
-        counts["tokens"],
-        tokenizer_path,
-    )
+    metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
+
+    def batches() -> Iterator[tuple[str, list[dict], list[dict]]]:
+        pending: dict[str, list[dict]] = {split: [] for split in cache_dirs}
+        for split, doc in docs:
+            if split not in pending:
+                continue
+            pending[split].append(doc)
+            if len(pending[split]) == batch_size:
+                yield split, pending[split], processor(pending[split])
+                pending[split] = []
+        for split, batch in pending.items():
+            if batch:
+                yield split, batch, processor(batch)
+
+    counts: dict[str, dict] = {}
+    with contextlib.ExitStack() as stack, tqdm(desc="tokenize", unit="doc") as bar:
+        writers = {}
+        for split, batch, rows in _prefetch(batches()):
+            if split not in writers:
+                fs, root = fsspec.core.url_to_fs(cache_dirs[split])
+                if fs.exists(root):
+                    fs.rm(root, recursive=True)
+                writers[split] = stack.enter_context(
+                    SerialCacheWriter(cache_dirs[split], processor.output_exemplar, metadata=metadata)
+                )
+                counts[split] = {"documents": 0, "tokens": 0, "bytes": 0}
+            writers[split].write_batch(rows)
+            c = counts[split]
+            c["documents"] += len(batch)
+            c["tokens"] += sum(len(r["input_ids"]) for r in rows)
+            c["bytes"] += sum(len(d["text"].encode("utf-8")) for d in batch)
+            bar.update(len(batch))
+    for split, c in counts.items():
+        logger.info(
+            "wrote Levanter cache %s (%d docs, %d tokens) with tokenizer %s",
+            cache_dirs[split],
+            c["documents"],
+            c["tokens"],
+            tokenizer_path,
+        )
     return counts
 
 
@@ -178,7 +192,11 @@ def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: st
     `UrlSingleDatasetLMConfig(cache_dir=<parent of cache_dir>, tokenizer=tokenizer_dir)`.
     """
     tokenizer = _load_tokenizer(tokenizer_dir)
-    return write_levanter_cache(({"text": t} for t in texts), tokenizer, tokenizer_dir, cache_dir, batch_size)
+    pairs = (("cache", {"text": t}) for t in texts)
+    counts = write_levanter_caches(pairs, tokenizer, tokenizer_dir, {"cache": cache_dir}, batch_size)
+    if "cache" not in counts:
+        raise EmptyInputError(f"build_levanter_cache: no texts for {cache_dir}")
+    return counts["cache"]
 
 
 def tokenize(config: TokenizeConfig) -> dict:
@@ -186,40 +204,39 @@ def tokenize(config: TokenizeConfig) -> dict:
     tokenizer = _load_tokenizer(config.tokenizer)
     inputs = list_shards(config.input_path)
     val_inputs = list_shards(config.validation_path) if config.validation_path else None
-    stats: dict = {}
+    report = ReadReport()
 
-    def split_docs(split: str, report: ReadReport) -> Iterator[dict]:
-        if split == "validation" and val_inputs is not None:
-            for path in val_inputs:
-                yield from read_documents(path, skip_bad=config.skip_bad_documents, report=report)
-        else:
-            want_val = split == "validation"
-            for path in inputs:
-                for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
-                    if is_validation(doc["id"], config.validation_fraction) == want_val:
-                        yield doc
+    def routed() -> Iterator[tuple[str, dict]]:
+        for path in inputs:
+            for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
+                yield ("validation" if is_validation(doc["id"], config.validation_fraction) else "train"), doc
+        for path in val_inputs or []:
+            for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
+                yield "validation", doc
 
     stats_path = join(config.output_path, ".split_stats")
-    for split in SPLITS:
-        if split == "validation" and val_inputs is None and config.validation_fraction == 0:
-            continue
+    wanted = [s for s in SPLITS if s == "train" or val_inputs is not None or config.validation_fraction > 0]
+    stats: dict = {}
+    todo = {}
+    for split in wanted:
         cache_dir = join(config.output_path, split)
-        if _ledger_finished(cache_dir) and _read_json(join(stats_path, f"{split}.json")) is not None:
+        done = _read_json(join(stats_path, f"{split}.json"))
+        if _ledger_finished(cache_dir) and done is not None:
             logger.info("tokenize: %s is already finished, not rebuilding", cache_dir)
-            stats[split] = _read_json(join(stats_path, f"{split}.json"))
-            continue
-        report = ReadReport()
-        docs = split_docs(split, report)
-        first = next(docs, None)
-        if first is None:
-            if split == "train":
-                raise EmptyInputError(f"tokenize: no documents for the train split in input path {config.input_path}")
+            stats[split] = done
+        else:
+            todo[split] = cache_dir
+    if todo:
+        counts = write_levanter_caches(routed(), tokenizer, config.tokenizer, todo, config.batch_size)
+        if "train" in todo and "train" not in counts:
+            raise EmptyInputError(f"tokenize: no documents for the train split in input path {config.input_path}")
+        if "validation" in todo and "validation" not in counts:
             logger.warning("tokenize: the validation split is empty; no validation cache written")
-            continue
-        counts = write_levanter_cache(_prepend(first, docs), tokenizer, config.tokenizer, cache_dir, config.batch_size)
-        counts["skipped_bad_documents"] = dict(sorted(report.skipped.items()))
-        write_json(join(stats_path, f"{split}.json"), counts)
-        stats[split] = counts
+        for split, c in counts.items():
+            c["skipped_bad_documents"] = dict(sorted(report.skipped.items()))
+            write_json(join(stats_path, f"{split}.json"), c)
+            stats[split] = c
+    stats = {split: stats[split] for split in SPLITS if split in stats}
     write_json(join(config.output_path, "stats.json"), stats)
     write_json(
         join(config.output_path, "tokenize_info.json"),
@@ -233,11 +250,6 @@ def tokenize(config: TokenizeConfig) -> dict:
         },
     )
     return stats
-
-
-def _prepend(first: dict, rest: Iterator[dict]) -> Iterator[dict]:
-    yield first
-    yield from rest
 
 
 def _read_json(path: str):
