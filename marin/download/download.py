@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import fsspec
-from tqdm.auto import tqdm
 
 from marin.processing.documents import concrete, join, write_json
 
@@ -146,6 +145,8 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
 
 def download(config: DownloadConfig) -> dict:
     """Run the download step; returns the provenance also written to provenance.json."""
+    from tqdm import tqdm
+
     fs, pairs, revision = list_source_files(config)
     expected = dict(config.expected_sha256 or {})
     unknown = sorted(set(expected) - {rel for rel, _ in pairs})

@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from marin.processing.documents import exists
 
 logger = logging.getLogger(__name__)
@@ -53,6 +51,8 @@ def run_shards(
     if skipped:
         logger.info("%s: %d of %d shards already done, running %d", desc, skipped, len(tasks), len(todo))
     results: list[Any] = [None] * len(tasks)
+    from tqdm import tqdm
+
     with tqdm(total=len(tasks), initial=skipped, desc=desc, unit="shard") as bar:
         if pool is None and (workers <= 1 or len(todo) <= 1):
             for i in todo:

@@ -138,7 +138,7 @@ def write_levanter_caches(
     import fsspec
     from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
     from levanter.store.cache import CacheMetadata, SerialCacheWriter
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
     metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
