@@ -43,12 +43,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--parts", default="tokenize,dedup", help="comma-separated: tokenize, dedup")
     args = parser.parse_args()
 
     from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
-    from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
     from marin.processing.documents import list_shards, read_documents
-    from marin.processing.tokenize import TokenizeConfig, tokenize
     from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 
     work = args.workdir or tempfile.mkdtemp(prefix="marin-data-bench-")
@@ -66,9 +65,23 @@ def main() -> None:
     t_tok = time.perf_counter() - t
     print(f"train_tokenizer (vocab {args.vocab_size}): {t_tok:.2f} s")
 
+    parts = set(args.parts.split(","))
+    results = {"workers": args.workers}
+    if "tokenize" in parts:
+        results["tokenize_ratio"] = round(bench_tokenize(args, work, corpus, tok_dir, texts), 3)
+    if "dedup" in parts:
+        results["dedup_ratio"] = round(bench_dedup(args, work, corpus, info), 3)
+    print(json.dumps(results))
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def bench_tokenize(args, work: str, corpus: str, tok_dir: str, texts: list[str]) -> float:
     # --- tokenize vs encode_batch -------------------------------------------------------------
     import levanter.data.text  # noqa: F401  (import once, outside the timings)
     from tokenizers import Tokenizer
+
+    from marin.processing.tokenize import TokenizeConfig, tokenize
 
     hf = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
 
@@ -87,6 +100,10 @@ def main() -> None:
     tok_ratio = t_hf / t_ours
     print(f"tokenize ratio (ours / encode_batch throughput): {tok_ratio:.2f}  (target >= 0.9)")
 
+    return tok_ratio
+
+
+def bench_dedup(args, work: str, corpus: str, info: dict) -> float:
     # --- dedup vs datatrove directly ------------------------------------------------------------
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
@@ -98,6 +115,8 @@ def main() -> None:
     )
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
+
+    from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 
     mh = MinHashConfig()
     dt_cfg = MinhashConfig(
@@ -156,13 +175,7 @@ def main() -> None:
     dedup_ratio = t_dt / t_fuzzy
     print(f"dedup ratio (datatrove time / ours, MinHash only): {dedup_ratio:.2f}  (target >= 0.9)")
 
-    print(
-        json.dumps(
-            {"workers": args.workers, "tokenize_ratio": round(tok_ratio, 3), "dedup_ratio": round(dedup_ratio, 3)}
-        )
-    )
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
+    return dedup_ratio
 
 
 if __name__ == "__main__":
