@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import fsspec
 
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
-from marin.training.config import LlamaModelConfig
+from marin.training.config import LlamaModelConfig, has_placeholders
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,8 @@ class EvalConfig:
     """If the train output has no complete checkpoint yet, wait up to this long for one."""
 
     def __post_init__(self) -> None:
+        if has_placeholders(self):
+            return
         if not self.datasets:
             raise ValueError("evaluate.datasets must name at least one held-out set")
         if self.batch_size <= 0:
