@@ -12,13 +12,23 @@ import json
 import posixpath
 import re
 
-import fsspec
-
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
+def _url_to_fs(path: str):
+    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
+
+    return url_to_fs(path)
+
+
+def _open(path: str, mode: str = "r"):
+    import fsspec
+
+    return fsspec.open(path, mode)
+
+
 def _fs(path: str):
-    fs, plain = fsspec.core.url_to_fs(path)
+    fs, plain = _url_to_fs(path)
     return fs, plain
 
 

@@ -192,6 +192,10 @@ class TrainConfig:
             checkpoint_every_steps=self.checkpoint_every_steps,
             checkpoint_every_minutes=self.checkpoint_every_minutes,
         )
+        if self.num_train_steps < 2:
+            raise ValueError(
+                f"train.num_train_steps must be >= 2, got {self.num_train_steps} (Levanter never checkpoints step 0)"
+            )
         if self.steps_per_eval < 0:
             raise ValueError(f"train.steps_per_eval must be >= 0, got {self.steps_per_eval}")
         if self.weights is not None:
