@@ -118,6 +118,11 @@ def default_eval(
     )
 
 
+TUTORIAL_LADDER = {"sizes": [32, 48, 64, 96], "tokens_per_param": 20, "seq_len": 128, "train_batch_size": 16}
+"""The tutorial's ladder (proposed): widths and budgets small enough for a CPU. Its largest rung is what
+`benchmarks/gpu_train_check.py` trains on a GPU."""
+
+
 def ladder_model(width: int, seq_len: int = 128) -> LlamaModelConfig:
     """The ladder's model of a given width: heads of 32, a 4x MLP, depth growing with width."""
     return LlamaModelConfig(

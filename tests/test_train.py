@@ -18,7 +18,7 @@ from marin.training.config import LlamaModelConfig, TrainConfig
 from tests.training_fixtures import PHASE_LR, corpus, reference_run, tiny_train_config
 
 REPO = Path(__file__).resolve().parents[1]
-TIMING = ("tokens_per_second", "duration_s")
+TIMING = ("tokens_per_second", "duration_s", "elapsed_s")
 
 
 @pytest.fixture(scope="module")
@@ -184,4 +184,14 @@ def test_missing_tokenized_dataset_fails_naming_it_before_any_output(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(FileNotFoundError, match=r"train\.data\['web'\]: .*nowhere/train is not a finished"):
         train(TrainConfig(data={"web": str(tmp_path / "nowhere")}, output_path=str(out)))
+    assert not out.exists()
+
+
+def test_too_little_data_for_the_steps_is_an_error_naming_the_dataset_before_training(root, tmp_path):
+    from marin.training.train import train
+
+    data = corpus(root / "corpus")
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"train\.data\['plays_a'\] holds \d+ sequences .* raise train\.epochs to \d+"):
+        train(tiny_train_config(str(out), {"plays_a": str(data["plays_a"])}, num_train_steps=100_000))
     assert not out.exists()

@@ -155,6 +155,9 @@ class TrainConfig:
     """Optimizer steps of this run (of this phase, for a phase)."""
     seed: int = 0
     """Seed of the model initialisation, the data order and the mixture."""
+    epochs: int = 0
+    """One dataset: 0 allows a single pass (too little data is an error before training); k > 0 allows up to
+    k passes. A mixture restarts exhausted datasets and ignores this."""
     initialize_from: str | None = None
     """A previous train step's output: start from its final parameters with a fresh optimizer and schedule."""
     checkpoint_every_steps: int = 1000
@@ -196,6 +199,8 @@ class TrainConfig:
             raise ValueError(
                 f"train.num_train_steps must be >= 2, got {self.num_train_steps} (Levanter never checkpoints step 0)"
             )
+        if self.epochs < 0:
+            raise ValueError(f"train.epochs must be >= 0, got {self.epochs}")
         if self.steps_per_eval < 0:
             raise ValueError(f"train.steps_per_eval must be >= 0, got {self.steps_per_eval}")
         if self.weights is not None:

@@ -2,7 +2,8 @@
 
 Levanter reports a step's numbers in several calls (the loss, then throughput, then evaluation), so the
 tracker gathers them by step and writes a line when the next step begins. Each line holds `step`
-(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second`, `duration_s`, and
+(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
+step's computation), `elapsed_s` (wall clock since this process began training, when the step began), and
 `eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps. Only the timing fields
 vary between two runs with one seed.
 
@@ -36,7 +37,7 @@ _FIELDS = {
     "throughput/tokens_per_second": "tokens_per_second",
     "throughput/duration": "duration_s",
 }
-TIMING_FIELDS = ("tokens_per_second", "duration_s")
+TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s")
 
 
 def _scalar(value: Any) -> float | int | None:
@@ -73,13 +74,14 @@ class MetricsJsonlTracker(Tracker):
         self.fs, self.plain = fsspec.core.url_to_fs(path)
         self.local = self.fs.protocol in ("file", ("file", "local")) or "file" in self.fs.protocol
         self.remote_flush_s = remote_flush_s
+        self.fs.makedirs(self.fs._parent(self.plain), exist_ok=True)
         self.lines: list[dict[str, Any]] = []
         if self.fs.exists(self.plain):
             with self.fs.open(self.plain, "r") as f:
                 self.lines = [json.loads(line) for line in f if line.strip()]
         self.pending: dict[str, Any] | None = None
         self.truncated = False
-        self.last_flush = time.monotonic()
+        self.last_flush = self.started = time.monotonic()
 
     def _drop_from(self, step: int) -> None:
         kept = [line for line in self.lines if line["step"] < step]
@@ -120,7 +122,7 @@ class MetricsJsonlTracker(Tracker):
         if self.pending is not None and self.pending["step"] != step:
             self._emit()
         if self.pending is None:
-            self.pending = {"step": step}
+            self.pending = {"step": step, "elapsed_s": round(time.monotonic() - self.started, 4)}
         self.pending.update(picked)
 
     def log_hyperparameters(self, hparams):

@@ -96,6 +96,8 @@ def check_inputs(config: TrainConfig) -> dict:
     tokenizer = resolve_tokenizer(config)
     if not _exists(posixpath.join(tokenizer, "tokenizer_config.json")):
         raise FileNotFoundError(f"train.tokenizer: {tokenizer} is not a tokenizer folder (no tokenizer_config.json)")
+    if len(config.data) == 1:
+        _check_enough_data(config)
     if config.initialize_from is None:
         return {}
     info_path = posixpath.join(config.initialize_from, "train_info.json")
@@ -112,6 +114,21 @@ def check_inputs(config: TrainConfig) -> dict:
             f"{parent['model']} vs {dataclasses.asdict(config.model)}"
         )
     return parent
+
+
+def _check_enough_data(config: TrainConfig) -> None:
+    from levanter.data.text import cached_token_count
+
+    ((name, path),) = config.data.items()
+    sequences = cached_token_count(posixpath.join(path, "train")) // config.model.seq_len
+    needed = config.num_train_steps * config.train_batch_size
+    passes = max(config.epochs, 1)
+    if sequences * passes < needed:
+        raise ValueError(
+            f"train.data[{name!r}] holds {sequences} sequences of {config.model.seq_len} tokens, but "
+            f"{config.num_train_steps} steps of {config.train_batch_size} need {needed}: "
+            f"raise train.epochs to {-(-needed // max(sequences, 1))} or train fewer steps"
+        )
 
 
 def _model_dict(config: TrainConfig, parent_model: dict | None = None) -> dict:
@@ -204,6 +221,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
         model=levanter_llama(config.model, tokenizer, parent["hf_export"] if parent else None),
         optimizer=optimizer,
         initialize_from_hf=parent["hf_export"] if parent else False,
+        epoch=config.epochs if len(config.data) == 1 else 0,
     )
 
 
