@@ -46,6 +46,8 @@ def _list_files(root: str) -> list[str]:
             for name in filenames:
                 if name.startswith(EXECUTOR_FILE_PREFIX) or name.startswith(".tmp-"):
                     continue
+                if not os.path.isfile(os.path.join(dirpath, name)):
+                    continue  # a dangling symlink or a socket: nothing to hash
                 rels.append(os.path.relpath(os.path.join(dirpath, name), base))
         return sorted(rels)
     fs = filesystem(root)
