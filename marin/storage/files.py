@@ -12,10 +12,24 @@ import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from marin.storage.paths import filesystem, is_local, strip_protocol
+from marin.storage.paths import filesystem, is_local, protocol_of, strip_protocol
 from marin.storage.retry import with_retries
 
 REMOTE_PARALLELISM = 64
+
+
+def _object_api(path: str):
+    """The raw object module for gs:// and s3:// (one request per op, our retries), else None."""
+    protocol = protocol_of(path)
+    if protocol in ("gs", "gcs"):
+        from marin.storage import gcs_conditional
+
+        return gcs_conditional
+    if protocol in ("s3", "s3a"):
+        from marin.storage import s3_conditional
+
+        return s3_conditional
+    return None
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -26,6 +40,9 @@ def read_bytes(path: str) -> bytes | None:
                 return f.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
+    api = _object_api(path)
+    if api is not None:
+        return api.read_object(path)
     fs = filesystem(path)
 
     def _read():
@@ -71,6 +88,10 @@ def write_bytes(path: str, data: bytes) -> None:
                 os.unlink(tmp)
             raise
         return
+    api = _object_api(path)
+    if api is not None:
+        api.write_object(path, data)
+        return
     fs = filesystem(path)
     with_retries(lambda: fs.pipe_file(path, data), what=f"write {path}")
 
@@ -98,21 +119,28 @@ def append_line(path: str, line: str) -> None:
         finally:
             os.close(fd)
         return
+    import random
+    import time
+
     from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
 
-    for _ in range(100):
+    for attempt in range(200):
         current = read_with_version(path)
         if current is None:
             if create_if_absent(path, payload) is not None:
                 return
         elif replace_if_unchanged(path, current.data + payload, current.version) is not None:
             return
+        time.sleep(random.random() * min(0.01 * (attempt + 1), 0.2))
     raise RuntimeError(f"could not append to {path}: too many concurrent writers")
 
 
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(strip_protocol(path))
+    api = _object_api(path)
+    if api is not None and api.object_exists(path):
+        return True
     fs = filesystem(path)
     return with_retries(lambda: fs.exists(path), what=f"exists {path}")
 
@@ -152,6 +180,10 @@ def delete(path: str, recursive: bool = False) -> None:
             shutil.rmtree(local, ignore_errors=True)
         elif os.path.lexists(local):
             os.unlink(local)
+        return
+    api = _object_api(path)
+    if api is not None and not recursive:
+        api.delete_object(path)
         return
     fs = filesystem(path)
 

@@ -1,0 +1,223 @@
+"""A fault-injecting HTTP proxy (127.0.0.1 only) between a storage client and an emulator.
+
+Object stores fail in a handful of ways that matter to the executor: a 503 before anything happened,
+a connection dropped before the request reached the server, and (the nasty one) a connection dropped
+after the server committed the write but before the answer came back. This reverse proxy forwards
+each request to the emulator and, for a configurable share of requests, injects one of those faults,
+plus a fixed added latency. It speaks enough HTTP/1.1 for gcsfs (aiohttp) and botocore (urllib3):
+keep-alive, `Content-Length` and chunked request bodies, `Expect: 100-continue`.
+
+    proxy = FaultProxy("127.0.0.1:4443", error_rate=0.05, reset_rate=0.05, latency_s=0.02).start()
+    os.environ["STORAGE_EMULATOR_HOST"] = proxy.url
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import struct
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "expect",
+    "content-length",
+}
+
+
+class FaultProxy:
+    """Forwards to `upstream` ("host:port"); injects 503s, resets and latency at the given rates."""
+
+    def __init__(
+        self,
+        upstream: str,
+        error_rate: float = 0.0,
+        reset_rate: float = 0.0,
+        latency_s: float = 0.0,
+        seed: int | None = None,
+    ):
+        self.upstream = upstream
+        self.error_rate = error_rate
+        self.reset_rate = reset_rate
+        self.latency_s = latency_s
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self.counts = {"requests": 0, "errors": 0, "resets_before": 0, "resets_after": 0}
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: set[socket.socket] = set()
+        self._scripted: list[str | None] = []
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "proxy not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FaultProxy:
+        proxy = self
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256
+
+            def process_request(self, request, client_address):
+                with proxy._lock:
+                    proxy._connections.add(request)
+                super().process_request(request, client_address)
+
+            def shutdown_request(self, request):
+                with proxy._lock:
+                    proxy._connections.discard(request)
+                super().shutdown_request(request)
+
+        self._server = Server(("127.0.0.1", 0), _Handler)
+        self._server.proxy = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        with self._lock:
+            for conn in list(self._connections):
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._connections.clear()
+        self._server = None
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def configure(self, error_rate: float = 0.0, reset_rate: float = 0.0, latency_s: float = 0.0) -> None:
+        with self._lock:
+            self.error_rate, self.reset_rate, self.latency_s = error_rate, reset_rate, latency_s
+
+    def script(self, *faults: str | None) -> None:
+        """Forces the faults of the next requests, in order (then random draws resume)."""
+        with self._lock:
+            self._scripted.extend(faults)
+
+    def _draw(self) -> str | None:
+        """The fault for the next request: None, 'error', 'reset_before' or 'reset_after'."""
+        with self._lock:
+            self.counts["requests"] += 1
+            x = self._random.random()
+            if self._scripted:
+                fault = self._scripted.pop(0)
+                if fault is None:
+                    return None
+            elif x < self.error_rate:
+                fault = "error"
+            elif x < self.error_rate + self.reset_rate:
+                fault = "reset_before" if self._random.random() < 0.5 else "reset_after"
+            else:
+                return None
+            self.counts["errors" if fault == "error" else f"resets_{fault.split('_')[1]}"] += 1
+            return fault
+
+    def forward(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes):
+        host, port = self.upstream.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            for name, value in headers:
+                conn.putheader(name, value)
+            if body or method in ("POST", "PUT", "PATCH"):
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)
+            response = conn.getresponse()
+            data = response.read()
+            return response.status, response.reason, response.getheaders(), data
+        finally:
+            conn.close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "fault-proxy"
+
+    def log_message(self, format, *args):  # noqa: A002 (the base class's name)
+        pass
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _reset(self) -> None:
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+
+    def _proxy(self) -> None:
+        proxy: FaultProxy = self.server.proxy  # type: ignore[attr-defined]
+        body = self._read_body()
+        fault = proxy._draw()
+        if proxy.latency_s:
+            time.sleep(proxy.latency_s)
+        if fault == "error":
+            payload = json.dumps({"error": {"code": 503, "message": "injected by fault proxy"}}).encode()
+            self.send_response(503, "Service Unavailable")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        if fault == "reset_before":
+            self._reset()
+            return
+        headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
+        try:
+            status, reason, out_headers, data = proxy.forward(self.command, self.path, headers, body)
+        except OSError:
+            self._reset()
+            return
+        if fault == "reset_after":
+            self._reset()
+            return
+        self.send_response(status, reason)
+        upstream_length = None
+        for name, value in out_headers:
+            if name.lower() == "content-length":
+                upstream_length = value
+            elif name.lower() not in HOP_BY_HOP and name.lower() not in ("date", "server"):
+                self.send_header(name, value)
+        if self.command == "HEAD":
+            self.send_header("Content-Length", upstream_length or "0")
+        elif status not in (204, 304) and not 100 <= status < 200:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD" and data:
+            self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _proxy

@@ -1,0 +1,188 @@
+"""marin.storage on a local folder, on GCS (fake-gcs-server) and on S3 (moto), also under injected faults.
+
+The servers are real HTTP servers on 127.0.0.1 (tests/emulators.py); races run in separate processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+
+import emulators
+import pytest
+
+from marin import storage
+from marin.storage.retry import PreconditionFailed, is_transient
+
+gcs_emulator, s3_emulator = emulators.gcs_emulator, emulators.s3_emulator
+bucket_prefix, fault_endpoint = emulators.bucket_prefix, emulators.fault_endpoint
+STORES, BUCKETS = emulators.STORES, ["gcs", "s3"]
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _race_create(path_base: str, rounds: int, me: int, barrier, results) -> None:
+    for r in range(rounds):
+        barrier.wait(timeout=60)
+        version = storage.create_if_absent(f"{path_base}/claim-{r}", f"runner-{me}".encode())
+        results.put((r, me, version))
+
+
+def _append_lines(path: str, me: int, n: int, barrier) -> None:
+    barrier.wait(timeout=60)
+    for i in range(n):
+        storage.append_line(path, f"{me}:{i}")
+
+
+def _start_all(procs) -> None:
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0, f"worker exited with {p.exitcode}"
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_plain_reads_writes_list_and_delete(bucket_prefix, store):
+    prefix = bucket_prefix(store)
+    path = storage.join(prefix, "step-1/data/a.txt")
+    assert storage.read_bytes(path) is None
+    assert not storage.exists(path)
+    storage.write_text(path, "hello")
+    storage.write_bytes(storage.join(prefix, "step-1/b.bin"), b"\x00\x01")
+    assert storage.read_text(path) == "hello"
+    assert storage.exists(path)
+    assert storage.exists(storage.join(prefix, "step-1"))
+    assert storage.list_dir(storage.join(prefix, "step-1")) == ["b.bin", "data"]
+    assert storage.read_bytes_many([path, storage.join(prefix, "nope"), storage.join(prefix, "step-1/b.bin")]) == [
+        b"hello",
+        None,
+        b"\x00\x01",
+    ]
+    storage.delete(path)
+    storage.delete(path)
+    assert storage.read_bytes(path) is None
+    storage.delete(storage.join(prefix, "step-1"), recursive=True)
+    assert storage.list_dir(storage.join(prefix, "step-1")) == []
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_exactly_one_of_8_processes_wins_create_if_absent(bucket_prefix, store):
+    prefix = bucket_prefix(store)
+    rounds, n = 3, 8
+    barrier, results = SPAWN.Barrier(n), SPAWN.Queue()
+    _start_all([SPAWN.Process(target=_race_create, args=(prefix, rounds, i, barrier, results)) for i in range(n)])
+    outcomes = [results.get(timeout=10) for _ in range(rounds * n)]
+    for r in range(rounds):
+        winners = [(me, v) for rr, me, v in outcomes if rr == r and v is not None]
+        assert len(winners) == 1, f"round {r}: winners {winners}"
+        (me, version), current = winners[0], storage.read_with_version(f"{prefix}/claim-{r}")
+        assert current.data == f"runner-{me}".encode()
+        assert current.version == version
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_stale_version_cannot_replace_or_delete(bucket_prefix, store):
+    path = storage.join(bucket_prefix(store), "lease.json")
+    v1 = storage.create_if_absent(path, b"owner=a")
+    assert v1 is not None
+    assert storage.create_if_absent(path, b"owner=b") is None
+    assert storage.read_with_version(path) == storage.VersionedBytes(b"owner=a", v1)
+    v2 = storage.replace_if_unchanged(path, b"owner=b", v1)
+    assert v2 is not None and v2 != v1
+    assert storage.replace_if_unchanged(path, b"owner=c", v1) is None
+    assert not storage.delete_if_unchanged(path, v1)
+    assert storage.read_with_version(path) == storage.VersionedBytes(b"owner=b", v2)
+    assert storage.delete_if_unchanged(path, v2)
+    assert storage.read_with_version(path) is None
+    assert storage.replace_if_unchanged(path, b"owner=d", v2) is None
+    assert storage.read_with_version(path) is None
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_append_line_from_several_processes_loses_no_line(bucket_prefix, store):
+    path = storage.join(bucket_prefix(store), "experiments/x.runs.jsonl")
+    n, lines = 4, 8
+    barrier = SPAWN.Barrier(n)
+    _start_all([SPAWN.Process(target=_append_lines, args=(path, i, lines, barrier)) for i in range(n)])
+    got = storage.read_text(path).splitlines()
+    assert sorted(got) == sorted(f"{me}:{i}" for me in range(n) for i in range(lines))
+    for me in range(n):
+        assert [x for x in got if x.startswith(f"{me}:")] == [f"{me}:{i}" for i in range(lines)]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_manifest_lists_every_output_file_with_size_and_sha256(bucket_prefix, store):
+    root = storage.join(bucket_prefix(store), "tokenized/tiny-0123abcd")
+    files = {"docs.jsonl": b'{"text": "a"}\n' * 50, "shards/00000.bin": bytes(range(256)) * 9, "empty.txt": b""}
+    for rel, data in files.items():
+        storage.write_bytes(storage.join(root, rel), data)
+    storage.write_text(storage.join(root, ".executor_status"), "RUNNING")
+    storage.write_text(storage.join(root, ".executor_logs/001.log"), "log")
+    manifest = storage.compute_manifest(root)
+    expected = [
+        {"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        for rel, data in sorted(files.items())
+    ]
+    assert manifest == {"files": expected, "total_size": sum(len(d) for d in files.values())}
+
+
+def test_preconditions_are_never_transient():
+    assert not is_transient(PreconditionFailed("x"))
+    assert not is_transient(FileExistsError("gs://b/o"))
+    assert is_transient(ConnectionResetError())
+
+
+@pytest.mark.parametrize("store", BUCKETS)
+def test_create_whose_answer_was_lost_still_reports_its_win(bucket_prefix, fault_endpoint, store):
+    prefix = bucket_prefix(store)
+    proxy = fault_endpoint(store)
+    path = storage.join(prefix, "lease.json")
+    proxy.script("reset_after")
+    version = storage.create_if_absent(path, b"mine")
+    assert proxy.counts["resets_after"] == 1
+    assert version is not None
+    assert storage.read_with_version(path) == storage.VersionedBytes(b"mine", version)
+    proxy.script("reset_after")
+    v2 = storage.replace_if_unchanged(path, b"mine, renewed", version)
+    assert v2 is not None
+    assert storage.read_with_version(path) == storage.VersionedBytes(b"mine, renewed", v2)
+    proxy.script("reset_after")
+    assert storage.delete_if_unchanged(path, v2)
+    assert storage.read_with_version(path) is None
+
+
+@pytest.mark.parametrize("store", BUCKETS)
+def test_200_conditional_writes_under_5_percent_faults_all_end_correct(bucket_prefix, fault_endpoint, store):
+    prefix = bucket_prefix(store)
+    proxy = fault_endpoint(store, error_rate=0.05, reset_rate=0.05, seed=7)
+    chain = storage.join(prefix, "chain")
+    version = storage.create_if_absent(chain, b"0")
+    assert version is not None
+    for i in range(1, 100):
+        version = storage.replace_if_unchanged(chain, str(i).encode(), version)
+        assert version is not None, f"replace {i} lost"
+    for i in range(100):
+        assert storage.create_if_absent(storage.join(prefix, f"new/{i}"), str(i).encode()) is not None, i
+    proxy.configure()
+    assert storage.read_with_version(chain) == storage.VersionedBytes(b"99", version)
+    assert storage.read_bytes_many([storage.join(prefix, f"new/{i}") for i in range(100)]) == [
+        str(i).encode() for i in range(100)
+    ]
+    assert proxy.counts["errors"] > 0 and proxy.counts["resets_before"] > 0 and proxy.counts["resets_after"] > 0
+
+
+@pytest.mark.parametrize("store", BUCKETS)
+def test_precondition_failure_is_never_retried_into_success(bucket_prefix, fault_endpoint, store):
+    prefix = bucket_prefix(store)
+    path = storage.join(prefix, "lease.json")
+    current = storage.create_if_absent(path, b"owner=a")
+    stale = storage.replace_if_unchanged(path, b"owner=a2", current)
+    current = storage.replace_if_unchanged(path, b"owner=a3", stale)
+    proxy = fault_endpoint(store, error_rate=0.1, reset_rate=0.1, seed=3)
+    for i in range(40):
+        assert storage.create_if_absent(path, f"thief-{i}".encode()) is None
+        assert storage.replace_if_unchanged(path, f"thief-{i}".encode(), stale) is None
+        assert not storage.delete_if_unchanged(path, stale)
+    proxy.configure()
+    assert storage.read_with_version(path) == storage.VersionedBytes(b"owner=a3", current)
+    assert proxy.counts["errors"] + proxy.counts["resets_before"] + proxy.counts["resets_after"] > 0
