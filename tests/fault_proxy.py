@@ -140,6 +140,8 @@ class FaultProxy:
         host, port = self.upstream.rsplit(":", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=120)
         try:
+            conn.connect()
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             for name, value in headers:
                 conn.putheader(name, value)
@@ -187,11 +189,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(proxy.latency_s)
         if fault == "error":
             payload = json.dumps({"error": {"code": 503, "message": "injected by fault proxy"}}).encode()
-            self.send_response(503, "Service Unavailable")
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            head = f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+            self.wfile.write(head.encode() + b"\r\n\r\n" + payload)
             return
         if fault == "reset_before":
             self._reset()
@@ -205,19 +204,23 @@ class _Handler(BaseHTTPRequestHandler):
         if fault == "reset_after":
             self._reset()
             return
-        self.send_response(status, reason)
+        lines = [f"HTTP/1.1 {status} {reason}"]
         upstream_length = None
         for name, value in out_headers:
             if name.lower() == "content-length":
                 upstream_length = value
-            elif name.lower() not in HOP_BY_HOP and name.lower() not in ("date", "server"):
-                self.send_header(name, value)
+            elif name.lower() not in HOP_BY_HOP:
+                lines.append(f"{name}: {value}")
         if self.command == "HEAD":
-            self.send_header("Content-Length", upstream_length or "0")
+            lines.append(f"Content-Length: {upstream_length or 0}")
         elif status not in (204, 304) and not 100 <= status < 200:
-            self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD" and data:
-            self.wfile.write(data)
+            lines.append(f"Content-Length: {len(data)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        # One write: headers and body in separate small segments would meet Nagle and delayed ACKs.
+        self.wfile.write(head if self.command == "HEAD" else head + data)
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _proxy
