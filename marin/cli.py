@@ -1,0 +1,181 @@
+"""The `marin` command: run, plan, explain, status, rerun, verify, browse, submit.
+
+marin run experiments/tutorial/hello_world.py --prefix scratch/lab
+marin plan experiments/tutorial/tiny_lm.py
+marin explain experiments/tutorial/tiny_lm.py tokenized/tiny
+marin status local_store
+marin rerun local_store/experiments/tiny_lm-1a2b3c4d.json --prefix again/
+marin verify local_store/experiments/tiny_lm-1a2b3c4d.json again/experiments/tiny_lm-1a2b3c4d.json
+marin browse local_store
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+
+def _run_script(script: str, args: list[str]) -> None:
+    if not os.path.exists(script):
+        raise SystemExit(f"error: no such experiment script: {script}")
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    runpy.run_path(script, run_name="__main__")
+
+
+def _with_steps(script: str, args: list[str], action) -> int:
+    """Runs the script with executor_main captured, so `action(steps, description, cfg)` sees its DAG."""
+    from marin.execution.main import capture_steps, configure_logging, parse_main_args
+
+    cfg = parse_main_args(args)
+    configure_logging()
+    result: dict = {}
+
+    def hook(steps, description):
+        result["rc"] = action(steps, description, cfg)
+        return {}
+
+    previous = capture_steps(hook)
+    try:
+        _run_script(script, [])
+    finally:
+        capture_steps(previous)
+    if "rc" not in result:
+        raise SystemExit(f"error: {script} did not call executor_main(steps=...) under `if __name__ == '__main__':`")
+    return result["rc"]
+
+
+def cmd_run(ns) -> int:
+    _run_script(ns.script, ns.args)
+    return 0
+
+
+def cmd_plan(ns) -> int:
+    from marin.execution.executor import Executor, print_plan
+    from marin.execution.main import resolve_prefix
+
+    def action(steps, description, cfg):
+        executor = Executor(resolve_prefix(cfg.prefix), backend="local")
+        plan = executor.plan_dag(steps)
+        decisions = executor.decide(plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True)
+        print_plan(decisions, executor.prefix)
+        print(f"record: {executor.record_path(plan)}")
+        return 0
+
+    return _with_steps(ns.script, ns.args, action)
+
+
+def cmd_explain(ns) -> int:
+    from marin.execution.explain import explain_step
+    from marin.execution.main import resolve_prefix
+    from marin.execution.planning import plan_steps
+
+    def action(steps, description, cfg):
+        prefix = resolve_prefix(cfg.prefix)
+        if "://" not in prefix:
+            prefix = os.path.abspath(prefix)
+        plan = plan_steps(steps, prefix)
+        print(explain_step(plan.find(ns.step), prefix))
+        return 0
+
+    return _with_steps(ns.script, ns.args, action)
+
+
+def cmd_status(ns) -> int:
+    from marin.execution.inspect_prefix import print_status
+
+    return print_status(ns.prefix)
+
+
+def cmd_rerun(ns) -> int:
+    from marin.execution.rerun import rerun_main
+
+    return rerun_main(ns.record, ns.prefix, ns.args)
+
+
+def cmd_verify(ns) -> int:
+    from marin.execution.verify import verify_main
+
+    return verify_main(ns.a, ns.b, ns.steps)
+
+
+def cmd_browse(ns) -> int:
+    from marin.browser.app import serve
+
+    serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+    return 0
+
+
+def cmd_submit(ns) -> int:
+    from marin.execution.submit import submit_main
+
+    return submit_main(ns.address, ns.job, wait=ns.wait)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="marin", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run an experiment script (same as `python SCRIPT ...`)")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="--prefix, --dry_run, --run_only, ...")
+    p.set_defaults(fn=cmd_run)
+
+    p = sub.add_parser("plan", help="what would run, and why")
+    p.add_argument("script")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_plan)
+
+    p = sub.add_parser("explain", help="why a step's hash is what it is")
+    p.add_argument("script")
+    p.add_argument("step", help="a step name, e.g. tokenized/tiny")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(fn=cmd_explain)
+
+    p = sub.add_parser("status", help="the experiments under a prefix and their steps' states")
+    p.add_argument("prefix")
+    p.set_defaults(fn=cmd_status)
+
+    p = sub.add_parser("rerun", help="rerun an experiment from its record into another prefix")
+    p.add_argument("record", help="path or URL of <prefix>/experiments/<name>-<hash>.json")
+    p.add_argument("--prefix", required=True)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="--dry_run, --run_only, --backend ...")
+    p.set_defaults(fn=cmd_rerun)
+
+    p = sub.add_parser("verify", help="compare two runs of one experiment, step by step")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--steps", default=None, help="only steps whose names match this regex")
+    p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser("browse", help="a read-only web page over outputs")
+    p.add_argument("roots", nargs="+")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--allow-remote", action="store_true", help="allow binding to a non-loopback host")
+    p.set_defaults(fn=cmd_browse)
+
+    p = sub.add_parser("submit", help="submit an experiment to a Ray cluster as a job")
+    p.add_argument("--address", required=True, help="the Ray dashboard address, e.g. http://127.0.0.1:8265")
+    p.add_argument("--wait", action="store_true", help="follow the job's logs until it ends")
+    p.add_argument("job", nargs=argparse.REMAINDER, help="-- python experiments/x.py [flags]")
+    p.set_defaults(fn=cmd_submit)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(argv)
+    if getattr(ns, "args", None) and ns.args[:1] == ["--"]:
+        ns.args = ns.args[1:]
+    if getattr(ns, "job", None) and ns.job[:1] == ["--"]:
+        ns.job = ns.job[1:]
+    try:
+        return ns.fn(ns) or 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

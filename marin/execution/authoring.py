@@ -1,0 +1,143 @@
+"""The authoring API: what an experiment file uses to declare steps (DESIGN.md §3).
+
+A step is a name, a function and a frozen dataclass config. Inside the config, three markers tell the
+executor what to do with a field:
+
+    versioned(1000)                  part of the step's identity (its hash)
+    output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
+    this_output_path()               filled with this step's own output folder
+
+Everything else in the config is passed through untouched and does not affect the hash. Before
+calling `fn(config)` the executor replaces every marker by a plain value, so a step function never
+sees these types and can be called without the executor at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class VersionedValue(Generic[T]):
+    """A config value that takes part in the step's hash."""
+
+    value: T
+
+
+def versioned(value: T) -> T:
+    """Marks `value` as part of the step's identity: changing it changes the output path."""
+    if isinstance(value, VersionedValue | InputName | OutputName):
+        raise TypeError(f"versioned() takes a plain value, not {type(value).__name__}")
+    return VersionedValue(value)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class InputName:
+    """The output path of another step (or a file under it): a dependency."""
+
+    step: ExecutorStep
+    """The step whose output this refers to."""
+    name: str | None = None
+    """A sub-path under that step's output folder, or None for the folder itself."""
+    block_on_step: bool = True
+    """False: part of the hash, but this step does not wait for that one (e.g. eval while training)."""
+
+    def nonblocking(self) -> InputName:
+        """The same input without waiting for the step to finish."""
+        return InputName(self.step, self.name, block_on_step=False)
+
+    def cd(self, name: str) -> InputName:
+        """A path further below this one."""
+        sub = name if self.name is None else f"{self.name.rstrip('/')}/{name}"
+        return InputName(self.step, sub, self.block_on_step)
+
+
+def output_path_of(step: ExecutorStep, name: str | None = None) -> InputName:
+    """The output folder of `step` (or `name` inside it); makes `step` a dependency."""
+    if not isinstance(step, ExecutorStep):
+        raise TypeError(f"output_path_of() takes an ExecutorStep, got {type(step).__name__}: {step!r:.80}")
+    return InputName(step, name)
+
+
+@dataclass(frozen=True)
+class OutputName:
+    """This step's own output folder (or a path inside it)."""
+
+    name: str | None = None
+    """A sub-path under this step's output folder, or None for the folder itself."""
+
+
+def this_output_path(name: str | None = None) -> Any:
+    """Filled with the running step's output folder (or `name` inside it)."""
+    return OutputName(name)
+
+
+THIS_OUTPUT_PATH: Any = OutputName(None)
+"""A default for `output_path` fields: `output_path: str = THIS_OUTPUT_PATH`."""
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    """What one run of a step needs; mapped onto a Ray task's options."""
+
+    cpu: float = 1
+    """Logical CPUs (Ray `num_cpus`)."""
+    memory_gb: float | None = None
+    """Memory to reserve, in GiB (Ray `memory`), or None for no reservation."""
+    gpu: float = 0
+    """GPUs (Ray `num_gpus`)."""
+    tpu: float | None = None
+    """TPU chips (Ray custom resource `TPU`), or None."""
+    accelerator_type: str | None = None
+    """A Ray accelerator type label, e.g. 'A100' or 'TPU-V4', or None for any."""
+    custom: dict[str, float] = field(default_factory=dict)
+    """Other Ray custom resources, e.g. {'worker_a': 1}."""
+    retries: int = 0
+    """How often an exception raised by the step itself is retried (system failures always are)."""
+
+    def __post_init__(self):
+        for name in ("cpu", "gpu"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"ResourceConfig.{name} must be a number ≥ 0, got {value!r}")
+        if self.memory_gb is not None and self.memory_gb <= 0:
+            raise ValueError(f"ResourceConfig.memory_gb must be > 0, got {self.memory_gb!r}")
+        if self.retries < 0:
+            raise ValueError(f"ResourceConfig.retries must be ≥ 0, got {self.retries!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class ExecutorStep(Generic[T]):
+    """One node of an experiment: `fn(config)` writes into this step's output folder.
+
+    Steps compare by identity; two steps with equal versions are merged by the executor.
+    """
+
+    name: str
+    """A slash-separated name, e.g. 'tokenized/tiny'; the output folder is '<prefix>/<name>-<hash8>'."""
+    fn: Any
+    """The function to call with the instantiated config."""
+    config: T
+    """A frozen dataclass; may contain versioned(), output_path_of() and this_output_path() markers."""
+    description: str | None = None
+    """A line for people: shown by `marin plan` and the browser."""
+    resources: ResourceConfig | None = None
+    """What the step needs to run (Ray backend); None for one CPU."""
+    override_output_path: str | None = None
+    """A fixed output path (relative to the prefix, or absolute) instead of '<name>-<hash8>'."""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name or self.name.startswith("/") or ".." in self.name.split("/"):
+            raise ValueError(f"ExecutorStep.name must be a relative slash-separated name, got {self.name!r}")
+        if not callable(self.fn):
+            raise TypeError(f"step {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
+
+    def cd(self, name: str) -> InputName:
+        """`output_path_of(self, name)`."""
+        return output_path_of(self, name)
+
+    def __repr__(self) -> str:
+        return f"ExecutorStep({self.name!r})"

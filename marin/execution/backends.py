@@ -1,0 +1,130 @@
+"""Where steps run: threads in this process (`local`) or Ray tasks (`ray`, the default).
+
+The scheduler submits a step as soon as its dependencies succeeded and blocks on whichever running
+step finishes first (`concurrent.futures.wait` / `ray.wait`): no polling sleep, so a chain of trivial
+steps costs only the steps themselves.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+from typing import Any
+
+from marin.execution.authoring import ResourceConfig
+from marin.execution.step_runner import StepOutcome, StepTask, execute_step
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_THREADS = 16
+RAY_SYSTEM_RETRIES = 3
+
+
+class LocalBackend:
+    """Steps as threads of this process: simple, and a breakpoint() in a step just works."""
+
+    name = "local"
+
+    def __init__(self, max_concurrent: int | None = None):
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_concurrent or DEFAULT_LOCAL_THREADS, thread_name_prefix="marin-step"
+        )
+
+    def submit(self, task: StepTask, resources: ResourceConfig | None) -> Any:
+        task.capture = "thread"
+        return self._pool.submit(execute_step, task)
+
+    def wait_any(self, handles: list) -> list[tuple[Any, StepOutcome]]:
+        done, _ = concurrent.futures.wait(handles, return_when=concurrent.futures.FIRST_COMPLETED)
+        results = []
+        for handle in done:
+            try:
+                results.append((handle, handle.result()))
+            except BaseException as exc:
+                results.append((handle, StepOutcome("FAILED", error=f"{type(exc).__name__}: {exc}")))
+        return results
+
+    def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
+        return None
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def ray_options(resources: ResourceConfig | None) -> dict:
+    """A step's resources as Ray task options."""
+    res = resources or ResourceConfig()
+    opts: dict[str, Any] = {"num_cpus": res.cpu, "num_gpus": res.gpu}
+    if res.memory_gb is not None:
+        opts["memory"] = int(res.memory_gb * 1024**3)
+    custom = dict(res.custom)
+    if res.tpu:
+        custom["TPU"] = res.tpu
+    if res.accelerator_type:
+        opts["accelerator_type"] = res.accelerator_type
+    if custom:
+        opts["resources"] = custom
+    return opts
+
+
+def ensure_ray(address: str | None = None):
+    """Connects to `address` (or RAY_ADDRESS), or starts a local Ray cluster for this process."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        logger.info("connecting to the Ray cluster at %s", address)
+        ray.init(address=address, log_to_driver=True, include_dashboard=False)
+    else:
+        logger.info("starting a local Ray cluster (no --ray_address / RAY_ADDRESS)")
+        ray.init(include_dashboard=False, log_to_driver=True)
+    return ray
+
+
+class RayBackend:
+    """Each step a Ray task with the step's resources; node failures are retried by Ray."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, max_concurrent: int | None = None):
+        self._ray = ensure_ray(address)
+        self._remote = self._ray.remote(execute_step)
+        self._refs: dict = {}
+
+    def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
+        """Refuses a step that no node of the cluster could ever run (instead of hanging)."""
+        from marin.execution.resources_check import unsatisfiable_reason
+
+        reason = unsatisfiable_reason(ray_options(resources), self._ray.nodes())
+        if reason:
+            raise ValueError(f"step {name!r} can never run on this Ray cluster: {reason}")
+
+    def submit(self, task: StepTask, resources: ResourceConfig | None) -> Any:
+        task.capture = "process"
+        opts = ray_options(resources)
+        return self._remote.options(max_retries=RAY_SYSTEM_RETRIES, retry_exceptions=False, **opts).remote(task)
+
+    def wait_any(self, handles: list) -> list[tuple[Any, StepOutcome]]:
+        ready, _ = self._ray.wait(handles, num_returns=1)
+        results = []
+        for ref in ready:
+            try:
+                results.append((ref, self._ray.get(ref)))
+            except Exception as exc:
+                results.append((ref, StepOutcome("FAILED", error=f"Ray task failed: {type(exc).__name__}: {exc}")))
+        return results
+
+    def shutdown(self) -> None:
+        return None
+
+
+def make_backend(kind: str, ray_address: str | None = None, max_concurrent: int | None = None):
+    if kind == "local":
+        return LocalBackend(max_concurrent)
+    if kind == "ray":
+        return RayBackend(ray_address, max_concurrent)
+    raise ValueError(f"unknown backend {kind!r}: use 'ray' or 'local'")

@@ -1,0 +1,130 @@
+"""Capturing everything a step prints or logs into its `.executor_logs/<attempt>.log`.
+
+Two modes. In a process of its own (a Ray worker runs one task at a time) the file descriptors 1 and
+2 are pointed at the log file, so output of subprocesses and C libraries is captured too. With the
+local backend, steps share one process as threads, so `sys.stdout`, `sys.stderr` and the logging
+module are routed per thread instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import threading
+
+_local = threading.local()
+_install_lock = threading.Lock()
+_install_count = 0
+_saved: tuple = ()
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _ThreadRoutedStream(io.TextIOBase):
+    def __init__(self, fallback, which: str):
+        self._fallback = fallback
+        self._which = which
+
+    def write(self, text: str) -> int:
+        sink = getattr(_local, "sink", None)
+        return (sink if sink is not None else self._fallback).write(text)
+
+    def flush(self) -> None:
+        sink = getattr(_local, "sink", None)
+        (sink if sink is not None else self._fallback).flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def fileno(self) -> int:
+        return self._fallback.fileno()
+
+
+class _ThreadSinkHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = getattr(_local, "sink", None)
+        if sink is None:
+            return
+        try:
+            sink.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+_handler = _ThreadSinkHandler()
+_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+
+
+def _install() -> None:
+    global _install_count, _saved
+    with _install_lock:
+        if _install_count == 0:
+            _saved = (sys.stdout, sys.stderr, logging.getLogger().level)
+            sys.stdout = _ThreadRoutedStream(sys.stdout, "stdout")
+            sys.stderr = _ThreadRoutedStream(sys.stderr, "stderr")
+            root = logging.getLogger()
+            root.addHandler(_handler)
+            if root.level > logging.INFO or root.level == logging.NOTSET:
+                root.setLevel(logging.INFO)
+        _install_count += 1
+
+
+def _uninstall() -> None:
+    global _install_count
+    with _install_lock:
+        _install_count -= 1
+        if _install_count == 0:
+            sys.stdout, sys.stderr, level = _saved
+            root = logging.getLogger()
+            root.removeHandler(_handler)
+            root.setLevel(level)
+
+
+@contextlib.contextmanager
+def capture_thread(log_file):
+    """Routes this thread's prints and log records to `log_file` (an open text file)."""
+    _install()
+    _local.sink = log_file
+    try:
+        yield
+    finally:
+        _local.sink = None
+        log_file.flush()
+        _uninstall()
+
+
+@contextlib.contextmanager
+def capture_process(log_path: str):
+    """Points fds 1 and 2 (and Python's streams and logging) at `log_path` for this process."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    old_level = root.level
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        root.addHandler(handler)
+        if root.level > logging.INFO or root.level == logging.NOTSET:
+            root.setLevel(logging.INFO)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        os.close(saved_out)
+        os.close(saved_err)
+        os.close(fd)

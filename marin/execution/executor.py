@@ -1,0 +1,356 @@
+"""The executor: plan an experiment, decide what must run, run it, and record what happened.
+
+    Executor(prefix).run([stats])
+
+plans every step reachable from `stats` (no I/O), reads each step's state (one read per step,
+concurrently on buckets), writes the experiment record once, runs what is missing as soon as its
+dependencies succeeded, marks everything downstream of a failure DEP_FAILED while independent
+branches go on, appends one line to the record's `.runs.jsonl`, and prints a summary table. A step
+already SUCCESS is never run again; one FAILED is rerun only with `force_run_failed`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from marin.execution.authoring import ExecutorStep
+from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
+from marin.execution.records import (
+    dumps_record,
+    experiment_hash,
+    experiment_record,
+    git_state,
+    step_record,
+    utc_now,
+    who,
+)
+from marin.execution.references import code_fingerprint, script_path
+from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
+from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.storage import append_line, create_if_absent, join, read_bytes_many
+
+logger = logging.getLogger(__name__)
+
+
+class ExecutorRunError(RuntimeError):
+    """Some steps failed; `outcomes` has every step's result and the message a summary table."""
+
+    def __init__(self, message: str, outcomes: dict):
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+@dataclass
+class StepDecision:
+    """What a run will do with a step, and why (what `marin plan` prints)."""
+
+    planned: PlannedStep
+    state: str | None
+    action: str
+    reason: str
+
+
+def default_experiment_name() -> tuple[str, str | None]:
+    """The running script's stem and its path relative to the project root."""
+    main = sys.modules.get("__main__")
+    file = getattr(main, "__file__", None)
+    if not file:
+        return "experiment", None
+    stem = os.path.splitext(os.path.basename(file))[0]
+    return stem, script_path("__main__")
+
+
+class Executor:
+    """Runs experiments under one prefix (a local folder, gs://bucket/path or s3://bucket/path)."""
+
+    def __init__(
+        self,
+        prefix: str,
+        backend: str = "ray",
+        max_concurrent: int | None = None,
+        ray_address: str | None = None,
+        description: str | None = None,
+        experiment_name: str | None = None,
+        script: str | None = None,
+    ):
+        if not prefix:
+            raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
+        if backend not in ("ray", "local"):
+            raise ValueError(f"unknown backend {backend!r}: use 'ray' or 'local'")
+        if "://" not in prefix:
+            prefix = os.path.abspath(prefix)
+        self.prefix = prefix.rstrip("/")
+        self.backend_kind = backend
+        self.max_concurrent = max_concurrent
+        self.ray_address = ray_address
+        self.description = description
+        default_name, default_script = default_experiment_name()
+        self.experiment_name = experiment_name or default_name
+        self.script = script if script is not None else default_script
+        self.last_record_path: str | None = None
+        self.last_outcomes: dict[ExecutorStep, StepOutcome] = {}
+
+    def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
+        """Every reachable step's output path. No I/O."""
+        return plan_steps(steps, self.prefix).output_paths()
+
+    def plan_dag(self, steps: Sequence[ExecutorStep]) -> Plan:
+        return plan_steps(steps, self.prefix)
+
+    def record_path(self, plan: Plan) -> str:
+        return join(self.prefix, "experiments", f"{self.experiment_name}-{experiment_hash(plan)}.json")
+
+    def decide(
+        self,
+        plan: Plan,
+        run_only: Sequence[str] | None = None,
+        force_run_failed: bool = False,
+        rerun_code_changed: bool = False,
+        check_code: bool = False,
+    ) -> list[StepDecision]:
+        """What a run would do with each selected step, and why."""
+        selected = plan.select(run_only)
+        states = read_statuses([p.output_path for p in selected])
+        fingerprints: dict[int, str | None] = {}
+        if check_code or rerun_code_changed:
+            done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
+            for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
+                try:
+                    fingerprints[id(p)] = json.loads(data)["code_fingerprint"] if data else None
+                except (ValueError, KeyError):
+                    fingerprints[id(p)] = None
+        decisions = []
+        for planned, state in zip(selected, states, strict=True):
+            code_changed = (
+                id(planned) in fingerprints
+                and fingerprints[id(planned)] is not None
+                and fingerprints[id(planned)] != code_fingerprint(planned.step.fn)
+            )
+            if state == SUCCESS:
+                if code_changed and rerun_code_changed:
+                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)"))
+                elif code_changed:
+                    decisions.append(StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since"))
+                else:
+                    decisions.append(StepDecision(planned, state, "skip", "succeeded"))
+            elif state == FAILED and not force_run_failed:
+                decisions.append(StepDecision(planned, state, "fail", "failed before (use --force_run_failed)"))
+            elif state == FAILED:
+                decisions.append(StepDecision(planned, state, "run", "failed before; --force_run_failed"))
+            elif state == RUNNING:
+                decisions.append(StepDecision(planned, state, "wait", "running elsewhere (or its runner died)"))
+            elif state is None:
+                decisions.append(StepDecision(planned, state, "run", "new hash: no output yet"))
+            else:
+                decisions.append(StepDecision(planned, state, "run", f"was {state}"))
+        return decisions
+
+    def run(
+        self,
+        steps: Sequence[ExecutorStep],
+        dry_run: bool = False,
+        run_only: Sequence[str] | None = None,
+        force_run_failed: bool = False,
+        rerun_code_changed: bool = False,
+    ) -> dict[ExecutorStep, str]:
+        """Runs what is missing; returns every reachable step's output path; raises on failures."""
+        plan = plan_steps(steps, self.prefix)
+        decisions = self.decide(plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed)
+        if dry_run:
+            print_plan(decisions, self.prefix)
+            return plan.output_paths()
+        record_path = self.record_path(plan)
+        self.last_record_path = record_path
+        started = utc_now()
+        self._write_record(plan, record_path)
+        outcomes = self._execute(plan, decisions, force_run_failed)
+        self._append_run(record_path, plan, outcomes, started)
+        self.last_outcomes = {step: outcomes[id(p)] for step, p in plan.by_step.items() if id(p) in outcomes}
+        print_summary(plan, decisions, outcomes, record_path)
+        failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
+        if failed:
+            names = ", ".join(p.name for p in failed)
+            raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", outcomes)
+        return plan.output_paths()
+
+    def _write_record(self, plan: Plan, record_path: str) -> None:
+        from marin.storage import exists
+
+        if exists(record_path):
+            return
+        record = experiment_record(plan, self.experiment_name, self.script, self.description)
+        if create_if_absent(record_path, dumps_record(record)) is not None:
+            logger.info("experiment record: %s", record_path)
+
+    def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str) -> None:
+        identity = who()
+        line = {
+            "run_id": uuid.uuid4().hex,
+            "user": identity["user"],
+            "host": identity["host"],
+            "command": identity["command"],
+            "started": started,
+            "ended": utc_now(),
+            "git": git_state(),
+            "prefix": self.prefix,
+            "backend": self.backend_kind,
+            "steps": {
+                p.identity: {
+                    "outcome": outcomes[id(p)].status,
+                    "started": outcomes[id(p)].started,
+                    "ended": outcomes[id(p)].ended,
+                    "duration_s": outcomes[id(p)].duration_s,
+                    "error": outcomes[id(p)].error,
+                }
+                for p in plan.steps
+                if id(p) in outcomes
+            },
+        }
+        append_line(record_path[: -len(".json")] + ".runs.jsonl", json.dumps(line, sort_keys=True))
+
+    def _execute(self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool) -> dict[int, StepOutcome]:
+        outcomes: dict[int, StepOutcome] = {}
+        pending: dict[int, PlannedStep] = {}
+        for d in decisions:
+            if d.action == "skip":
+                outcomes[id(d.planned)] = StepOutcome("SKIPPED")
+            elif d.action == "fail":
+                outcomes[id(d.planned)] = StepOutcome("FAILED", error="failed in an earlier run")
+            else:
+                pending[id(d.planned)] = d.planned
+        if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
+            return outcomes
+        dependents: dict[int, list[PlannedStep]] = {}
+        for p in pending.values():
+            for dep in p.dependencies:
+                dependents.setdefault(id(dep), []).append(p)
+        waiting_on = {
+            key: sum(1 for dep in p.dependencies if id(dep) not in outcomes or not outcomes[id(dep)].ok)
+            for key, p in pending.items()
+        }
+        for key, outcome in list(outcomes.items()):
+            if outcome.status == "FAILED":
+                self._fail_downstream(key, dependents, pending, outcomes, plan)
+
+        backend = None
+        in_flight: dict = {}
+        t_start = time.monotonic()
+        done_count = 0
+        total = len(pending)
+        try:
+            ready = [p for key, p in pending.items() if waiting_on[key] == 0 and key not in outcomes]
+            if ready or pending:
+                from marin.execution.backends import make_backend
+
+                backend = make_backend(self.backend_kind, self.ray_address, self.max_concurrent)
+                for p in pending.values():
+                    backend.check_resources(p.name, p.step.resources)
+            while ready or in_flight:
+                for p in ready:
+                    task = self._task(p, plan, force_run_failed)
+                    in_flight[backend.submit(task, p.step.resources)] = p
+                ready = []
+                if not in_flight:
+                    break
+                for handle, outcome in backend.wait_any(list(in_flight)):
+                    p = in_flight.pop(handle)
+                    outcomes[id(p)] = outcome
+                    done_count += 1
+                    self._progress(p, outcome, done_count, total, t_start)
+                    if outcome.ok:
+                        for child in dependents.get(id(p), []):
+                            waiting_on[id(child)] -= 1
+                            if waiting_on[id(child)] == 0 and id(child) not in outcomes:
+                                ready.append(child)
+                    else:
+                        self._fail_downstream(id(p), dependents, pending, outcomes, plan)
+        finally:
+            if backend is not None:
+                backend.shutdown()
+        for key in pending:
+            outcomes.setdefault(key, StepOutcome("NOT_RUN"))
+        return outcomes
+
+    def _fail_downstream(self, key: int, dependents: dict, pending: dict, outcomes: dict, plan: Plan) -> None:
+        stack = list(dependents.get(key, []))
+        while stack:
+            child = stack.pop()
+            if id(child) in outcomes:
+                continue
+            outcomes[id(child)] = StepOutcome("DEP_FAILED", error="a dependency failed")
+            try:
+                mark_dep_failed(child.output_path, step_record(child, plan))
+            except Exception as exc:
+                logger.warning("could not mark %s DEP_FAILED: %s", child.output_path, exc)
+            stack.extend(dependents.get(id(child), []))
+
+    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool) -> StepTask:
+        resources = p.step.resources
+        return StepTask(
+            name=p.name,
+            output_path=p.output_path,
+            fn=p.step.fn,
+            config=instantiate_config(p, plan),
+            info=step_record(p, plan),
+            force_run_failed=force_run_failed,
+            retries=resources.retries if resources else 0,
+        )
+
+    def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:
+        level = logging.INFO if outcome.ok else logging.ERROR
+        detail = f" ({outcome.error})" if outcome.error else ""
+        if total <= 50 or not outcome.ok or done == total or done % max(1, total // 20) == 0:
+            logger.log(
+                level,
+                "[%d/%d %.1fs] %s %s%s",
+                done,
+                total,
+                time.monotonic() - t_start,
+                outcome.status,
+                p.relative_output_path,
+                detail,
+            )
+
+
+def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
+    """The dry run's table: every step, what would happen, and why."""
+    file = file or sys.stdout
+    counts: dict[str, int] = {}
+    if len(decisions) <= 200:
+        width = max((len(d.planned.relative_output_path) for d in decisions), default=10)
+        for d in decisions:
+            print(f"  {d.action:<5} {d.planned.relative_output_path:<{width}}  {d.reason}", file=file)
+    for d in decisions:
+        counts[d.action] = counts.get(d.action, 0) + 1
+    summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
+    print(f"plan under {prefix}: {len(decisions)} steps ({summary})", file=file)
+
+
+def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
+    """The end-of-run table: outcome, duration and output of each step, then where the record is."""
+    file = file or sys.stdout
+    counts: dict[str, int] = {}
+    for d in decisions:
+        status = outcomes[id(d.planned)].status
+        counts[status] = counts.get(status, 0) + 1
+    show = [d for d in decisions if outcomes[id(d.planned)].status != "SKIPPED"] if len(decisions) > 40 else decisions
+    if show and len(show) <= 200:
+        width = max(len(d.planned.relative_output_path) for d in show)
+        print(f"  {'outcome':<13} {'time':>8}  {'step output':<{width}}", file=file)
+        for d in show:
+            o = outcomes[id(d.planned)]
+            took = f"{o.duration_s:.1f}s" if o.duration_s is not None else "-"
+            err = f"  {o.error}" if o.error and o.status != "DEP_FAILED" else ""
+            print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    print(f"{len(decisions)} steps: {summary}", file=file)
+    if counts.keys() <= {"SKIPPED"}:
+        print("nothing to run: every step already succeeded", file=file)
+    print(f"record: {record_path}", file=file)

@@ -1,0 +1,57 @@
+"""`marin status PREFIX`: the experiments recorded under a prefix and the state of each of their steps."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from marin.execution.status import read_statuses
+from marin.storage import join, list_dir, read_bytes, relative_to
+
+
+def load_record(path: str) -> dict:
+    """An experiment record; a ValueError names the file when it is missing or not a record."""
+    data = read_bytes(path)
+    if data is None:
+        raise ValueError(f"no experiment record at {path}")
+    try:
+        record = json.loads(data)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
+        raise ValueError(f"{path} is not an experiment record (no 'steps' list)")
+    return record
+
+
+def record_paths(prefix: str) -> list[str]:
+    folder = join(prefix, "experiments")
+    return [join(folder, n) for n in list_dir(folder) if n.endswith(".json") and not n.endswith(".runs.jsonl")]
+
+
+def print_status(prefix: str, file=None) -> int:
+    file = file or sys.stdout
+    if "://" not in prefix:
+        import os
+
+        prefix = os.path.abspath(prefix)
+    paths = record_paths(prefix)
+    if not paths:
+        print(f"no experiment records under {prefix}/experiments", file=file)
+        return 1
+    for path in paths:
+        try:
+            record = load_record(path)
+        except ValueError as exc:
+            print(f"! {exc}", file=file)
+            continue
+        steps = record["steps"]
+        outputs = [join(prefix, s["relative_output_path"]) for s in steps]
+        states = read_statuses(outputs)
+        counts: dict[str, int] = {}
+        for state in states:
+            counts[state or "not run"] = counts.get(state or "not run", 0) + 1
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        print(f"{relative_to(path, prefix)}  ({record.get('created', '?')}, {summary})", file=file)
+        for step, state in zip(steps, states, strict=True):
+            print(f"  {state or 'not run':<10} {step['relative_output_path']}", file=file)
+    return 0

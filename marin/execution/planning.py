@@ -1,0 +1,263 @@
+"""Planning: from the steps an experiment names to every step's version, hash and output path.
+
+Planning does no I/O. It walks each step's config once, collecting the versioned fields (by dotted
+path) and the inputs (`output_path_of`), and computes, dependencies first,
+
+    version = {"name": "tokenized/tiny",
+               "config": {"tokenizer.vocab_size": 1024, "input_path": "DEP[0]/docs"},
+               "dependencies": ["raw/tiny-1a2b3c4d"]}
+    hash    = sha256(canonical_json(version))[:8]        ->  <prefix>/tokenized/tiny-<hash>
+
+so a step's hash changes exactly when one of its versioned fields or one of its upstream hashes
+changes, and never with the prefix. Nonblocking inputs appear as "PSEUDO_DEP[j]" and in
+"pseudo_dependencies". Two step objects with equal versions are one step; two different steps with
+one output path, a cycle, or a config that is not a dataclass are errors naming the step and field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue
+from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
+from marin.storage.paths import join, protocol_of
+
+
+class PlanError(ValueError):
+    """The DAG cannot be planned; the message names the step and the field."""
+
+
+@dataclasses.dataclass(eq=False)
+class PlannedStep:
+    """A step with its identity resolved. Steps merged by dedup share one PlannedStep."""
+
+    step: ExecutorStep
+    name: str
+    version: dict
+    hash: str
+    output_path: str
+    relative_output_path: str
+    dependencies: list[PlannedStep]
+    pseudo_dependencies: list[PlannedStep]
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name}-{self.hash}"
+
+    def __repr__(self) -> str:
+        return f"PlannedStep({self.relative_output_path!r})"
+
+
+@dataclasses.dataclass
+class Plan:
+    """Every step reachable from the requested ones, in topological order (dependencies first)."""
+
+    prefix: str
+    steps: list[PlannedStep]
+    by_step: dict[ExecutorStep, PlannedStep]
+
+    def __getitem__(self, step: ExecutorStep) -> PlannedStep:
+        return self.by_step[step]
+
+    def output_paths(self) -> dict[ExecutorStep, str]:
+        return {step: planned.output_path for step, planned in self.by_step.items()}
+
+    def find(self, name: str) -> PlannedStep:
+        """The step called `name` (or whose '<name>-<hash>' is `name`); a PlanError lists the names."""
+        for planned in self.steps:
+            if name in (planned.name, planned.identity, planned.relative_output_path):
+                return planned
+        names = ", ".join(p.name for p in self.steps)
+        raise PlanError(f"no step named {name!r} in this experiment (steps: {names})")
+
+    def select(self, run_only: Sequence[str] | None) -> list[PlannedStep]:
+        """The steps matching any `run_only` regex, plus everything they block on; all when None."""
+        if not run_only:
+            return list(self.steps)
+        patterns = [re.compile(p) for p in run_only]
+        wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
+        if not wanted:
+            raise PlanError(f"--run_only {list(run_only)} matches no step")
+        stack = [p for p in self.steps if id(p) in wanted]
+        while stack:
+            for dep in stack.pop().dependencies:
+                if id(dep) not in wanted:
+                    wanted.add(id(dep))
+                    stack.append(dep)
+        return [p for p in self.steps if id(p) in wanted]
+
+
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS_CACHE.get(cls)
+    if names is None:
+        names = _FIELDS_CACHE[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+def _walk(value: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
+    cls = type(value)
+    if cls is VersionedValue:
+        try:
+            versioned[path] = to_canonical(value.value, path)
+        except UnversionableValueError as exc:
+            raise PlanError(f"step {step_name!r}: versioned field {exc}") from None
+    elif cls is InputName:
+        inputs.append((path, value))
+    elif cls is OutputName or value is None or cls in (str, int, float, bool):
+        return
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if cls is ExecutorStep:
+            raise PlanError(f"step {step_name!r}: field {path!r} holds a step; use output_path_of(step)")
+        for name in _field_names(cls):
+            _walk(getattr(value, name), f"{path}.{name}" if path else name, step_name, versioned, inputs)
+    elif cls is list or cls is tuple:
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", step_name, versioned, inputs)
+    elif cls is dict:
+        for key, item in value.items():
+            _walk(item, f"{path}.{key}" if path else str(key), step_name, versioned, inputs)
+
+
+def _scan(step: ExecutorStep) -> tuple[dict, list]:
+    config = step.config
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise PlanError(f"step {step.name!r}: config must be a dataclass instance, got {type(config).__name__}")
+    versioned: dict = {}
+    inputs: list = []
+    _walk(config, "", step.name, versioned, inputs)
+    return versioned, inputs
+
+
+def _resolve_output(prefix: str, step: ExecutorStep, digest: str) -> tuple[str, str]:
+    override = step.override_output_path
+    if override is None:
+        rel = f"{step.name}-{digest}"
+        return join(prefix, rel), rel
+    if protocol_of(override) or override.startswith("/"):
+        base = prefix.rstrip("/") + "/"
+        return override, override[len(base) :] if override.startswith(base) else override
+    return join(prefix, override), override.strip("/")
+
+
+def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
+    """Versions, hashes and output paths of every step reachable from `steps` (no I/O)."""
+    by_step: dict[ExecutorStep, PlannedStep] = {}
+    by_identity: dict[tuple[str, str], PlannedStep] = {}
+    by_path: dict[str, PlannedStep] = {}
+    order: list[PlannedStep] = []
+    scans: dict[ExecutorStep, tuple[dict, list]] = {}
+    visiting: set[ExecutorStep] = set()
+
+    for root in steps:
+        if not isinstance(root, ExecutorStep):
+            raise PlanError(f"steps must be ExecutorSteps, got {type(root).__name__}: {root!r:.80}")
+        if root in by_step:
+            continue
+        stack: list[tuple[ExecutorStep, int]] = [(root, 0)]
+        visiting.add(root)
+        while stack:
+            step, next_input = stack[-1]
+            scan = scans.get(step)
+            if scan is None:
+                scan = scans[step] = _scan(step)
+            inputs = scan[1]
+            while next_input < len(inputs):
+                dep_step = inputs[next_input][1].step
+                next_input += 1
+                if dep_step in by_step:
+                    continue
+                if dep_step in visiting:
+                    cycle = [s.name for s, _ in stack] + [dep_step.name]
+                    start = cycle.index(dep_step.name)
+                    raise PlanError("cycle in the DAG: " + " -> ".join(cycle[start:]))
+                stack[-1] = (step, next_input)
+                stack.append((dep_step, 0))
+                visiting.add(dep_step)
+                break
+            else:
+                stack.pop()
+                visiting.discard(step)
+                planned = _plan_one(step, scan, by_step, prefix)
+                key = (planned.name, planned.hash)
+                existing = by_identity.get(key)
+                if existing is not None and step.override_output_path == existing.step.override_output_path:
+                    by_step[step] = existing
+                    continue
+                other = by_path.get(planned.output_path)
+                if other is not None:
+                    raise PlanError(
+                        f"steps {other.name!r} and {planned.name!r} differ but share the output path "
+                        f"{planned.output_path!r}"
+                    )
+                by_identity[key] = by_path[planned.output_path] = by_step[step] = planned
+                order.append(planned)
+                continue
+    return Plan(prefix=prefix, steps=order, by_step=by_step)
+
+
+def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix: str) -> PlannedStep:
+    versioned, inputs = scan
+    config = dict(versioned)
+    deps: list[PlannedStep] = []
+    pseudo: list[PlannedStep] = []
+    for path, inp in inputs:
+        dep = by_step[inp.step]
+        group, tag = (deps, "DEP") if inp.block_on_step else (pseudo, "PSEUDO_DEP")
+        for i, seen in enumerate(group):
+            if seen is dep:
+                index = i
+                break
+        else:
+            index = len(group)
+            group.append(dep)
+        config[path] = f"{tag}[{index}]/{inp.name.strip('/')}" if inp.name else f"{tag}[{index}]"
+    version: dict = {"name": step.name, "config": config, "dependencies": [d.identity for d in deps]}
+    if pseudo:
+        version["pseudo_dependencies"] = [d.identity for d in pseudo]
+    digest = hash8(version)
+    output_path, rel = _resolve_output(prefix, step, digest)
+    return PlannedStep(step, step.name, version, digest, output_path, rel, deps, pseudo)
+
+
+def instantiate_config(planned: PlannedStep, plan: Plan) -> Any:
+    """The step's config with every marker replaced by a plain value (paths as strings)."""
+
+    def resolve(value: Any) -> Any:
+        cls = type(value)
+        if cls is VersionedValue:
+            return value.value
+        if cls is InputName:
+            base = plan.by_step[value.step].output_path
+            return join(base, value.name) if value.name else base
+        if cls is OutputName:
+            return join(planned.output_path, value.name) if value.name else planned.output_path
+        if value is None or cls in (str, int, float, bool):
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if not f.init:
+                    continue
+                old = getattr(value, f.name)
+                new = resolve(old)
+                if new is not old:
+                    changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if cls is list:
+            items = [resolve(v) for v in value]
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if cls is tuple:
+            items = tuple(resolve(v) for v in value)
+            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+        if cls is dict:
+            items = {k: resolve(v) for k, v in value.items()}
+            return items if any(items[k] is not value[k] for k in value) else value
+        return value
+
+    return resolve(planned.step.config)

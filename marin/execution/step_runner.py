@@ -1,0 +1,206 @@
+"""Running one step under its lease: the code that executes inside a thread or a Ray task.
+
+The order of writes is the contract readers rely on: `.executor_info` and `RUNNING` first, then the
+step's own files, then `.executor_manifest.json`, then `SUCCESS`, then the lease is released. A
+reader trusts only `SUCCESS`, so a crash at any point leaves a state the next run completes: the
+lease goes stale, the next runner takes it over and runs the step again. Before the manifest and
+before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lost writes nothing more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from marin.execution.capture import capture_process, capture_thread
+from marin.execution.lease import Lease, LeaseHeld, LeaseLost, keep_alive, new_owner_id, try_acquire
+from marin.execution.records import utc_now
+from marin.execution.status import (
+    DEP_FAILED,
+    FAILED,
+    RUNNING,
+    SUCCESS,
+    info_path,
+    lease_path,
+    logs_dir,
+    manifest_path,
+    read_status,
+    write_status,
+)
+from marin.storage import compute_manifest, is_local, list_dir, makedirs, strip_protocol, write_bytes
+
+logger = logging.getLogger(__name__)
+
+WAIT_POLL_S = (0.2, 2.0)
+
+
+@dataclass
+class StepTask:
+    """Everything a worker needs to run a step; picklable for Ray."""
+
+    name: str
+    output_path: str
+    fn: Any
+    config: Any
+    info: dict
+    force_run_failed: bool = False
+    capture: str = "thread"
+    retries: int = 0
+
+
+@dataclass
+class StepOutcome:
+    """What happened to a step in this run."""
+
+    status: str
+    """SUCCESS (ran here), SKIPPED (already done), RAN_ELSEWHERE, FAILED, DEP_FAILED or NOT_RUN."""
+    started: str | None = None
+    ended: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    attempt: int | None = None
+    log_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("SUCCESS", "SKIPPED", "RAN_ELSEWHERE")
+
+
+def execute_step(task: StepTask) -> StepOutcome:
+    """Runs `task` exactly once across all runners, or waits for whoever runs it."""
+    owner = new_owner_id()
+    seen_versions: dict[str, float] = {}
+    delay = WAIT_POLL_S[0]
+    announced = False
+    while True:
+        status = read_status(task.output_path)
+        if status == SUCCESS:
+            return StepOutcome("RAN_ELSEWHERE" if announced else "SKIPPED")
+        if status == FAILED and not task.force_run_failed:
+            return StepOutcome("FAILED", error="failed in another runner (see its log)")
+        claim = try_acquire(lease_path(task.output_path), owner, seen_versions)
+        if isinstance(claim, LeaseHeld):
+            if not announced:
+                logger.info("%s: running elsewhere (%s on %s); waiting", task.name, claim.owner[:8], claim.host)
+                announced = True
+            time.sleep(delay)
+            delay = min(delay * 1.5, WAIT_POLL_S[1])
+            continue
+        try:
+            status = read_status(task.output_path)
+            if status == SUCCESS:
+                claim.release()
+                return StepOutcome("RAN_ELSEWHERE")
+            if status == FAILED and not task.force_run_failed:
+                claim.release()
+                return StepOutcome("FAILED", error="failed in another runner (see its log)")
+            return _run_with_lease(task, claim)
+        except LeaseLost:
+            logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
+            announced = True
+            continue
+
+
+def _next_attempt(output_path: str) -> int:
+    numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
+    return max(numbers, default=0) + 1
+
+
+@contextlib.contextmanager
+def _log_sink(task: StepTask, log_path: str, lease: Lease):
+    """Opens the attempt's log (locally, or a temp file mirrored to the bucket) and captures into it."""
+    if is_local(log_path):
+        local = strip_protocol(log_path)
+        makedirs(os.path.dirname(local))
+        mirror = None
+    else:
+        fd, local = tempfile.mkstemp(prefix="marin-log-", suffix=".log")
+        os.close(fd)
+
+        def mirror():
+            with open(local, "rb") as f:
+                write_bytes(log_path, f.read())
+
+        lease.on_tick = mirror
+    try:
+        if task.capture == "process":
+            with capture_process(local):
+                yield
+        else:
+            with open(local, "a", encoding="utf-8", buffering=1) as f, capture_thread(f):
+                yield
+    finally:
+        lease.on_tick = None
+        if mirror is not None:
+            try:
+                mirror()
+            finally:
+                os.unlink(local)
+
+
+def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
+    out = task.output_path
+    attempt = _next_attempt(out)
+    log_path = f"{logs_dir(out)}/{attempt:03d}.log"
+    write_bytes(info_path(out), (json.dumps(task.info, indent=2, sort_keys=True) + "\n").encode())
+    write_status(out, RUNNING)
+    keep_alive(lease)
+    started, t0 = utc_now(), time.monotonic()
+    error = None
+    try:
+        with _log_sink(task, log_path, lease):
+            logger.info(
+                "step %s: attempt %d%s, output %s",
+                task.name,
+                attempt,
+                " (took over a stale lease)" if lease.took_over else "",
+                out,
+            )
+            for tries_left in range(task.retries, -1, -1):
+                try:
+                    task.fn(task.config)
+                    error = None
+                    break
+                except (Exception, SystemExit) as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                    print(traceback.format_exc(), flush=True)
+                    if tries_left:
+                        logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
+            if error is None:
+                logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
+    except LeaseLost:
+        lease.release()
+        raise
+    ended = utc_now()
+    duration = time.monotonic() - t0
+    if error is not None:
+        if not lease.refresh():
+            raise LeaseLost()
+        write_status(out, FAILED)
+        lease.release()
+        return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
+    if not lease.refresh():
+        raise LeaseLost()
+    manifest = compute_manifest(out)
+    write_bytes(manifest_path(out), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+    if not lease.refresh():
+        raise LeaseLost()
+    write_status(out, SUCCESS)
+    lease.release()
+    return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
+
+
+def mark_dep_failed(output_path: str, info: dict) -> None:
+    """Marks a step whose dependency failed, unless it succeeded or runs elsewhere."""
+    if read_status(output_path) in (SUCCESS, RUNNING):
+        return
+    write_bytes(info_path(output_path), (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    write_status(output_path, DEP_FAILED)

@@ -1,0 +1,44 @@
+"""Shared fixtures: a storage prefix per backend, a shared Ray cluster, and the repo on every worker's path."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("WANDB_MODE", "offline")
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+# Storage kinds every executor test runs on. tests/emulators.py adds "gcs" and "s3" when it is present.
+STORAGE_KINDS = ["local"]
+try:
+    from tests import emulators  # noqa: F401
+
+    STORAGE_KINDS = emulators.STORAGE_KINDS
+    from tests.emulators import *  # noqa: F403
+except ImportError:
+    emulators = None
+
+
+@pytest.fixture(params=STORAGE_KINDS)
+def prefix(request, tmp_path) -> str:
+    """A fresh, empty experiment prefix on each storage kind."""
+    if request.param == "local":
+        return str(tmp_path / "prefix")
+    return request.getfixturevalue("bucket_prefix_factory")(request.param)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray cluster for the whole test session (starting one costs several seconds)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
