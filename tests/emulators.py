@@ -5,11 +5,12 @@ stopped at the end. Tests talk to them through the real clients (gcsfs, s3fs, bo
 there by the usual environment variables (`STORAGE_EMULATOR_HOST`, `AWS_ENDPOINT_URL`), which also
 reach any subprocess a test starts. Use the fixtures by importing them into a test module:
 
-    from emulators import bucket_prefix, gcs_emulator, s3_emulator  # noqa: F401
-
+    # tests/conftest.py star-imports this module, so the fixtures are everywhere:
     @pytest.mark.parametrize("store", STORES)
     def test_x(bucket_prefix, store):
         prefix = bucket_prefix(store)   # a fresh, empty prefix: a tmp folder, gs://... or s3://...
+
+The conftest's `prefix` fixture runs every executor test on each of `STORAGE_KINDS`.
 
 `fault_endpoint(store, error_rate=..., reset_rate=..., latency_s=...)` puts a `FaultProxy` between
 the clients and that emulator for the rest of the test.
@@ -31,9 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from fault_proxy import FaultProxy
+
+from tests.fault_proxy import FaultProxy
+
+__all__ = [
+    "STORAGE_KINDS",
+    "STORES",
+    "Emulator",
+    "bucket_prefix",
+    "bucket_prefix_factory",
+    "clear_storage_caches",
+    "fault_endpoint",
+    "gcs_emulator",
+    "s3_emulator",
+]
 
 STORES = ["local", "gcs", "s3"]
+STORAGE_KINDS = STORES
 BUCKET = "marin-test"
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -185,6 +200,12 @@ def bucket_prefix(request, tmp_path, monkeypatch):
 
     yield make
     clear_storage_caches()
+
+
+@pytest.fixture
+def bucket_prefix_factory(bucket_prefix):
+    """The same factory under the name tests/conftest.py asks for."""
+    return bucket_prefix
 
 
 @pytest.fixture

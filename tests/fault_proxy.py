@@ -189,7 +189,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(proxy.latency_s)
         if fault == "error":
             payload = json.dumps({"error": {"code": 503, "message": "injected by fault proxy"}}).encode()
-            head = f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+            head = (
+                f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}"
+            )
             self.wfile.write(head.encode() + b"\r\n\r\n" + payload)
             return
         if fault == "reset_before":

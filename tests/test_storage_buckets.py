@@ -8,15 +8,13 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 
-import emulators
 import pytest
 
 from marin import storage
 from marin.storage.retry import PreconditionFailed, is_transient
+from tests.emulators import STORES
 
-gcs_emulator, s3_emulator = emulators.gcs_emulator, emulators.s3_emulator
-bucket_prefix, fault_endpoint = emulators.bucket_prefix, emulators.fault_endpoint
-STORES, BUCKETS = emulators.STORES, ["gcs", "s3"]
+BUCKETS = ["gcs", "s3"]
 SPAWN = multiprocessing.get_context("spawn")
 
 
