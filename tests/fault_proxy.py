@@ -20,6 +20,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOP_BY_HOP = {
@@ -59,6 +60,7 @@ class FaultProxy:
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
         self._scripted: list[str | None] = []
+        self._rules: list[Rule] = []
 
     @property
     def url(self) -> str:
@@ -92,6 +94,8 @@ class FaultProxy:
     def stop(self) -> None:
         if self._server is None:
             return
+        for rule in self._rules:
+            rule.release(drop=True)
         self._server.shutdown()
         self._server.server_close()
         with self._lock:
@@ -112,6 +116,29 @@ class FaultProxy:
     def configure(self, error_rate: float = 0.0, reset_rate: float = 0.0, latency_s: float = 0.0) -> None:
         with self._lock:
             self.error_rate, self.reset_rate, self.latency_s = error_rate, reset_rate, latency_s
+
+    def hold(self, predicate: Callable[[str, str, bytes], bool]) -> Rule:
+        """Holds the first matching request before it reaches the server, until `rule.release()`."""
+        rule = Rule(predicate, before=True)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def watch(self, predicate: Callable[[str, str, bytes], bool]) -> Rule:
+        """Signals `rule.hit` once the first matching request has been answered."""
+        rule = Rule(predicate, before=False)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def _match(self, before: bool, method: str, path: str, body: bytes) -> Rule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.before == before and not rule.hit.is_set() and rule.predicate(method, path, body):
+                    rule.request = (method, path, body)
+                    rule.hit.set()
+                    return rule
+        return None
 
     def script(self, *faults: str | None) -> None:
         """Forces the faults of the next requests, in order (then random draws resume)."""
@@ -155,6 +182,27 @@ class FaultProxy:
             conn.close()
 
 
+class Rule:
+    """A request pattern the test waits for (`hit`), optionally held until `release(drop=...)`."""
+
+    def __init__(self, predicate: Callable[[str, str, bytes], bool], before: bool):
+        self.predicate = predicate
+        self.before = before
+        self.hit = threading.Event()
+        self._released = threading.Event()
+        self.drop = False
+        self.request: tuple[str, str, bytes] | None = None
+        """The (method, path, body) that matched."""
+
+    def release(self, drop: bool = False) -> None:
+        """Lets the held request go on, or (drop=True) drops its connection without forwarding it."""
+        self.drop = drop
+        self._released.set()
+
+    def wait_released(self, timeout_s: float = 300) -> None:
+        self._released.wait(timeout_s)
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fault-proxy"
@@ -184,6 +232,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         proxy: FaultProxy = self.server.proxy  # type: ignore[attr-defined]
         body = self._read_body()
+        held = proxy._match(True, self.command, self.path, body)
+        if held is not None:
+            held.wait_released()
+            if held.drop:
+                self._reset()
+                return
         fault = proxy._draw()
         if proxy.latency_s:
             time.sleep(proxy.latency_s)
@@ -220,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         # One write: headers and body in separate small segments would meet Nagle and delayed ACKs.
         self.wfile.write(head if self.command == "HEAD" else head + data)
+        proxy._match(False, self.command, self.path, body)
 
     def setup(self) -> None:
         super().setup()

@@ -1,0 +1,134 @@
+"""The executor on bucket emulators, under races, kill -9 at the worst moments, and injected faults.
+
+Runners are separate processes (`python -m tests.lease_dag`) talking HTTP to fake-gcs-server, through
+the fault proxy where a test needs to see, hold or break their requests. The invariant checked after
+every scenario: each step is SUCCESS, and no SUCCESS step has a manifest other than its files.
+(The generic executor suite, tests/test_executor_*.py, also runs on gcs and s3 through `prefix`.)
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+from marin.execution import Executor
+from marin.execution.status import manifest_path, read_statuses
+from marin.storage import compute_manifest, read_bytes
+from tests.executor_steps import invocations
+from tests.lease_dag import build
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST_LEASES = {"MARIN_LEASE_HEARTBEAT_S": "0.3", "MARIN_LEASE_TIMEOUT_S": "2"}
+
+
+def start_runner(prefix: str, counter: str, n: int, sleep_s: float, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.lease_dag", prefix, counter, str(n), str(sleep_s)],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen, timeout_s: float = 240) -> str:
+    log = proc.communicate(timeout=timeout_s)[0]
+    assert proc.returncode == 0, log[-4000:]
+    return log
+
+
+def kill9(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+def output_paths(prefix: str, counter: str, n: int) -> list[str]:
+    return list(Executor(prefix, backend="local", experiment_name="race").plan(build(counter, n)).values())
+
+
+def assert_success_means_manifest_matches(paths: list[str]) -> None:
+    """Every step is SUCCESS and its manifest lists exactly its files, sizes and hashes."""
+    states = read_statuses(paths)
+    assert states == ["SUCCESS"] * len(paths), collections.Counter(states)
+    for out in paths:
+        manifest = json.loads(read_bytes(manifest_path(out)))
+        assert manifest == compute_manifest(out), out
+
+
+def body_names(name: str, heartbeat: bool = False):
+    """A proxy predicate: a GCS multipart upload of an object called `name` (a heartbeat: with a version)."""
+
+    def match(method: str, path: str, body: bytes) -> bool:
+        if method != "POST" or f'/{name}"'.encode() not in body:
+            return False
+        return not heartbeat or re.search(r"ifGenerationMatch=[1-9]", path) is not None
+
+    return match
+
+
+def test_eight_runners_race_on_a_50_step_experiment_on_gcs_and_each_step_runs_once(tmp_path, bucket_prefix):
+    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
+    procs = [start_runner(prefix, counter, 50, 0.02) for _ in range(8)]
+    for proc in procs:
+        finish(proc)
+    paths = output_paths(prefix, counter, 50)
+    calls = collections.Counter(invocations(counter))
+    assert sorted(calls) == sorted(paths)
+    assert set(calls.values()) == {1}, [p for p, c in calls.items() if c > 1]
+    assert_success_means_manifest_matches(paths)
+
+
+def test_runner_killed_after_its_files_but_before_the_manifest_is_redone(tmp_path, bucket_prefix, fault_endpoint):
+    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
+    proxy = fault_endpoint("gcs")
+    manifest_upload = proxy.hold(body_names(".executor_manifest.json"))
+    first = start_runner(prefix, counter, 6, 0, FAST_LEASES)
+    assert manifest_upload.hit.wait(120), "the runner never wrote a manifest"
+    kill9(first)
+    manifest_upload.release(drop=True)
+    paths = output_paths(prefix, counter, 6)
+    (held,) = [
+        p for p in paths if f'{p.split("/", 3)[3]}/.executor_manifest.json"'.encode() in manifest_upload.request[2]
+    ]
+    assert read_statuses([held]) == ["RUNNING"]
+    assert read_bytes(f"{held}/out.json") is not None and read_bytes(manifest_path(held)) is None
+    finish(start_runner(prefix, counter, 6, 0, FAST_LEASES))
+    assert_success_means_manifest_matches(paths)
+    assert set(invocations(counter)) == set(paths)
+
+
+def test_runner_killed_between_heartbeats_is_taken_over_once_its_lease_is_stale(
+    tmp_path, bucket_prefix, fault_endpoint
+):
+    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
+    proxy = fault_endpoint("gcs")
+    heartbeat = proxy.watch(body_names(".executor_lease", heartbeat=True))
+    first = start_runner(prefix, counter, 1, 60, FAST_LEASES)
+    assert heartbeat.hit.wait(120), "the runner never refreshed its lease"
+    kill9(first)
+    (out,) = paths = output_paths(prefix, counter, 1)
+    assert read_statuses(paths) == ["RUNNING"]
+    log = finish(start_runner(prefix, counter, 1, 0, FAST_LEASES))
+    assert "took over the stale lease" in log
+    assert invocations(counter) == [out, out]
+    assert_success_means_manifest_matches(paths)
+
+
+def test_200_step_experiment_completes_with_5_percent_faults_on_every_request(tmp_path, bucket_prefix, fault_endpoint):
+    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
+    proxy = fault_endpoint("gcs", error_rate=0.025, reset_rate=0.025, seed=11)
+    steps = build(counter, 200)
+    executor = Executor(prefix, backend="local", experiment_name="faults", max_concurrent=16)
+    paths = list(executor.run(steps).values())
+    faults = proxy.counts["errors"] + proxy.counts["resets_before"] + proxy.counts["resets_after"]
+    assert faults > 0.03 * proxy.counts["requests"], proxy.counts
+    proxy.configure()
+    calls = collections.Counter(invocations(counter))
+    assert sorted(calls) == sorted(paths) and set(calls.values()) == {1}
+    assert_success_means_manifest_matches(paths)
