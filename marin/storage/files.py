@@ -158,6 +158,9 @@ def list_dir(path: str) -> list[str]:
             return sorted(os.listdir(strip_protocol(path)))
         except (FileNotFoundError, NotADirectoryError):
             return []
+    api = _object_api(path)
+    if api is not None:
+        return api.list_names(path)
     fs = filesystem(path)
 
     def _ls():

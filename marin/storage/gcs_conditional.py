@@ -206,3 +206,54 @@ def delete_object(path: str) -> None:
     """Deletes one object; a missing one is fine."""
     meta_url, _, _ = _urls(path)
     with_retries(lambda: _request("DELETE", meta_url, ok=(200, 204)), what=f"delete {path}")
+
+
+def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
+    """Objects (name, size) and sub-prefixes under the folder `path`, all pages."""
+    fs = _fs()
+    bucket, key = _split(path.rstrip("/") + "/")
+    url = f"{fs._location.rstrip('/')}/storage/v1/b/{quote(bucket, safe='')}/o"
+    params = {"prefix": key.rstrip("/") + "/"}
+    if delimiter:
+        params["delimiter"] = delimiter
+    items: list[dict] = []
+    prefixes: list[str] = []
+    while True:
+        status, _, body = with_retries(lambda: _request("GET", url, params=dict(params)), what=f"list {path}")
+        if status != 200:
+            return items, prefixes
+        page = json.loads(body)
+        items += [{"name": o["name"], "size": int(o.get("size", 0))} for o in page.get("items", [])]
+        prefixes += page.get("prefixes", [])
+        if not page.get("nextPageToken"):
+            return items, prefixes
+        params["pageToken"] = page["nextPageToken"]
+
+
+def list_files(path: str) -> list[tuple[str, int]]:
+    """(path relative to `path`, size) of every object below the folder `path`."""
+    _, key = _split(path.rstrip("/") + "/")
+    base = key.rstrip("/") + "/"
+    items, _ = _list(path, None)
+    return [(o["name"][len(base) :], o["size"]) for o in items if not o["name"].endswith("/")]
+
+
+def list_names(path: str) -> list[str]:
+    """Names of the objects and sub-folders directly under the folder `path`."""
+    _, key = _split(path.rstrip("/") + "/")
+    base = key.rstrip("/") + "/"
+    items, prefixes = _list(path, "/")
+    names = {o["name"][len(base) :] for o in items} | {p[len(base) :].rstrip("/") for p in prefixes}
+    return sorted(n for n in names if n)
+
+
+def read_range(path: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of an object."""
+    _, media_url, _ = _urls(path)
+    headers = {"Range": f"bytes={start}-{end - 1}"}
+    status, _, body = with_retries(
+        lambda: _request("GET", media_url, headers=headers, ok=(200, 206)), what=f"read {path}"
+    )
+    if status == 404:
+        raise FileNotFoundError(path)
+    return body[start:end] if status == 200 else body

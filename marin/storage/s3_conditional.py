@@ -178,3 +178,47 @@ def object_exists(path: str) -> bool:
 def delete_object(path: str) -> None:
     bucket, key = _split(path)
     with_retries(lambda: _client().delete_object(Bucket=bucket, Key=key), what=f"delete {path}")
+
+
+def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
+    bucket, key = _split(path.rstrip("/") + "/")
+    kwargs = {"Bucket": bucket, "Prefix": key.rstrip("/") + "/"}
+    if delimiter:
+        kwargs["Delimiter"] = delimiter
+    items: list[dict] = []
+    prefixes: list[str] = []
+    while True:
+        page = with_retries(lambda: _client().list_objects_v2(**kwargs), what=f"list {path}")
+        items += [{"name": o["Key"], "size": int(o["Size"])} for o in page.get("Contents", [])]
+        prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        if not page.get("IsTruncated"):
+            return items, prefixes
+        kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+
+def list_files(path: str) -> list[tuple[str, int]]:
+    """(path relative to `path`, size) of every object below the folder `path`."""
+    _, key = _split(path.rstrip("/") + "/")
+    base = key.rstrip("/") + "/"
+    items, _ = _list(path, None)
+    return [(o["name"][len(base) :], o["size"]) for o in items if not o["name"].endswith("/")]
+
+
+def list_names(path: str) -> list[str]:
+    """Names of the objects and sub-folders directly under the folder `path`."""
+    _, key = _split(path.rstrip("/") + "/")
+    base = key.rstrip("/") + "/"
+    items, prefixes = _list(path, "/")
+    names = {o["name"][len(base) :] for o in items} | {p[len(base) :].rstrip("/") for p in prefixes}
+    return sorted(n for n in names if n)
+
+
+def read_range(path: str, start: int, end: int) -> bytes:
+    """Bytes [start, end) of an object."""
+    bucket, key = _split(path)
+
+    def get():
+        answer = _client().get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        return answer["Body"].read()
+
+    return with_retries(get, what=f"read {path}")
