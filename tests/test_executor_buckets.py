@@ -16,9 +16,12 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from marin.execution import Executor
 from marin.execution.status import manifest_path, read_statuses
-from marin.storage import compute_manifest, read_bytes
+from marin.storage import compute_manifest, join, read_bytes
+from tests.emulators import STORES
 from tests.executor_steps import invocations
 from tests.lease_dag import build
 
@@ -132,3 +135,15 @@ def test_200_step_experiment_completes_with_5_percent_faults_on_every_request(tm
     calls = collections.Counter(invocations(counter))
     assert sorted(calls) == sorted(paths) and set(calls.values()) == {1}
     assert_success_means_manifest_matches(paths)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_released_lease_is_never_refreshed_into_lost(bucket_prefix, store):
+    """The keeper may still hold a lease the step just released: refreshing it must not mark it lost."""
+    from marin.execution.lease import Lease, new_owner_id, try_acquire
+
+    lease = try_acquire(join(bucket_prefix(store), "step/.executor_lease"), new_owner_id())
+    assert isinstance(lease, Lease)
+    lease.release()
+    assert read_bytes(lease.path) is None
+    assert lease.refresh() and not lease.lost.is_set()
