@@ -20,7 +20,7 @@ import pytest
 
 from marin.execution import Executor
 from marin.execution.status import manifest_path, read_statuses
-from marin.storage import compute_manifest, join, read_bytes
+from marin.storage import compute_manifest, join, list_dir, read_bytes
 from tests.emulators import STORES
 from tests.executor_steps import invocations
 from tests.lease_dag import build
@@ -147,3 +147,17 @@ def test_a_released_lease_is_never_refreshed_into_lost(bucket_prefix, store):
     lease.release()
     assert read_bytes(lease.path) is None
     assert lease.refresh() and not lease.lost.is_set()
+
+
+def test_hello_world_script_runs_on_the_gcs_emulator_then_runs_nothing(bucket_prefix):
+    prefix = bucket_prefix("gcs")
+    cmd = [sys.executable, "experiments/tutorial/hello_world.py", "--prefix", prefix, "--backend", "local"]
+    env = dict(os.environ, PYTHONPATH=REPO)
+    first = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "2 steps: 2 SUCCESS" in first.stdout
+    stats = [n for n in list_dir(join(prefix, "hello")) if n.startswith("stats-")]
+    assert len(stats) == 1
+    assert json.loads(read_bytes(join(prefix, "hello", stats[0], "stats.json")))["documents"] == 1000
+    second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert "nothing to run: every step already succeeded" in second.stdout, second.stdout[-3000:]
