@@ -208,3 +208,33 @@ def test_precondition_failure_is_never_retried_into_success(bucket_prefix, fault
     proxy.configure()
     assert storage.read_with_version(path) == storage.VersionedBytes(b"owner=a3", current)
     assert proxy.counts["errors"] + proxy.counts["resets_before"] + proxy.counts["resets_after"] > 0
+
+
+def test_fault_proxy_forwards_chunked_bodies_and_keeps_the_connection_alive(gcs_emulator, fault_endpoint):
+    import http.client
+
+    proxy = fault_endpoint("gcs", latency_s=0.01)
+    host, port = proxy.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    meta = b'{"name": "proxy/chunked.txt"}'
+    body = b"--b\r\nContent-Type: application/json\r\n\r\n" + meta + b"\r\n--b\r\n\r\nchunked payload\r\n--b--\r\n"
+    conn.putrequest("POST", f"/upload/storage/v1/b/{gcs_emulator.bucket}/o?uploadType=multipart")
+    conn.putheader("Content-Type", "multipart/related; boundary=b")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    for part in (body[:10], body[10:]):
+        conn.send(b"%x\r\n%s\r\n" % (len(part), part))
+    conn.send(b"0\r\n\r\n")
+    response = conn.getresponse()
+    assert response.status == 200, response.read()
+    response.read()
+    sock = conn.sock
+    conn.request("GET", f"/download/storage/v1/b/{gcs_emulator.bucket}/o/proxy%2Fchunked.txt?alt=media")
+    response = conn.getresponse()
+    assert (response.status, response.read()) == (200, b"chunked payload")
+    conn.request("HEAD", f"/download/storage/v1/b/{gcs_emulator.bucket}/o/proxy%2Fchunked.txt?alt=media")
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("Content-Length") == "15" and response.read() == b""
+    assert conn.sock is sock, "the proxy closed a keep-alive connection"
+    conn.close()
+    assert proxy.counts["requests"] == 3
