@@ -20,11 +20,19 @@ from tests.emulators import STORES
 BUCKETS = ["gcs", "s3"]
 
 
-def _warm(seconds: float) -> int:
+_startup_barrier = None
+
+
+def _init_worker(barrier) -> None:
+    global _startup_barrier
+    _startup_barrier = barrier
+
+
+def _warm() -> int:
     import botocore.session  # noqa: F401
     import gcsfs  # noqa: F401
 
-    time.sleep(seconds)
+    _startup_barrier.wait(timeout=120)  # holds each worker until all eight run: one warm-up each
     return os.getpid()
 
 
@@ -47,8 +55,10 @@ def _append_lines(path: str, me: int, n: int, start_at: float) -> None:
 @pytest.fixture(scope="module")
 def racers():
     """Eight worker processes, started once (imports cost seconds), shared by the race tests."""
-    with ProcessPoolExecutor(max_workers=8, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pids = set(pool.map(_warm, [2.0] * 8))
+    spawn = multiprocessing.get_context("spawn")
+    barrier = spawn.Barrier(8)
+    with ProcessPoolExecutor(8, mp_context=spawn, initializer=_init_worker, initargs=(barrier,)) as pool:
+        pids = {f.result(timeout=180) for f in [pool.submit(_warm) for _ in range(8)]}
         assert len(pids) == 8
         yield pool
 
