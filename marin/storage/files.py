@@ -3,6 +3,8 @@
 Local writes are published atomically (temporary file, fsync, rename), so a reader never sees half a
 file; a bucket write is a single object upload, which is atomic by nature. Missing files read as
 `None` where that is the common case (status files), never as an exception the caller must catch.
+On gs:// and s3:// these go through the raw object clients (`gcs_conditional`, `s3_conditional`):
+one request per operation and our own quick retries, instead of gcsfs's multi-second backoff.
 """
 
 from __future__ import annotations
@@ -142,8 +144,8 @@ def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(strip_protocol(path))
     api = _object_api(path)
-    if api is not None and api.object_exists(path):
-        return True
+    if api is not None:
+        return api.object_exists(path) or bool(api.list_names(path))
     fs = filesystem(path)
     return with_retries(lambda: fs.exists(path), what=f"exists {path}")
 
