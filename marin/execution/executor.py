@@ -178,7 +178,9 @@ class Executor:
         print_summary(plan, decisions, outcomes, record_path)
         failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
         if failed:
-            names = ", ".join(p.name for p in failed)
+            names = ", ".join(p.name for p in failed[:10]) + (
+                f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+            )
             raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", outcomes)
         return plan.output_paths()
 
