@@ -21,6 +21,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOP_BY_HOP = {
@@ -117,25 +118,25 @@ class FaultProxy:
         with self._lock:
             self.error_rate, self.reset_rate, self.latency_s = error_rate, reset_rate, latency_s
 
-    def hold(self, predicate: Callable[[str, str, bytes], bool]) -> Rule:
+    def hold(self, predicate: Callable[[Request], bool]) -> Rule:
         """Holds the first matching request before it reaches the server, until `rule.release()`."""
         rule = Rule(predicate, before=True)
         with self._lock:
             self._rules.append(rule)
         return rule
 
-    def watch(self, predicate: Callable[[str, str, bytes], bool]) -> Rule:
+    def watch(self, predicate: Callable[[Request], bool]) -> Rule:
         """Signals `rule.hit` once the first matching request has been answered."""
         rule = Rule(predicate, before=False)
         with self._lock:
             self._rules.append(rule)
         return rule
 
-    def _match(self, before: bool, method: str, path: str, body: bytes) -> Rule | None:
+    def _match(self, before: bool, request: Request) -> Rule | None:
         with self._lock:
             for rule in self._rules:
-                if rule.before == before and not rule.hit.is_set() and rule.predicate(method, path, body):
-                    rule.request = (method, path, body)
+                if rule.before == before and not rule.hit.is_set() and rule.predicate(request):
+                    rule.request = request
                     rule.hit.set()
                     return rule
         return None
@@ -182,17 +183,27 @@ class FaultProxy:
             conn.close()
 
 
+@dataclass(frozen=True)
+class Request:
+    """A request as the proxy saw it (header names lower-cased)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
 class Rule:
     """A request pattern the test waits for (`hit`), optionally held until `release(drop=...)`."""
 
-    def __init__(self, predicate: Callable[[str, str, bytes], bool], before: bool):
+    def __init__(self, predicate: Callable[[Request], bool], before: bool):
         self.predicate = predicate
         self.before = before
         self.hit = threading.Event()
         self._released = threading.Event()
         self.drop = False
-        self.request: tuple[str, str, bytes] | None = None
-        """The (method, path, body) that matched."""
+        self.request: Request | None = None
+        """The request that matched."""
 
     def release(self, drop: bool = False) -> None:
         """Lets the held request go on, or (drop=True) drops its connection without forwarding it."""
@@ -232,7 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _proxy(self) -> None:
         proxy: FaultProxy = self.server.proxy  # type: ignore[attr-defined]
         body = self._read_body()
-        held = proxy._match(True, self.command, self.path, body)
+        request = Request(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        held = proxy._match(True, request)
         if held is not None:
             held.wait_released()
             if held.drop:
@@ -274,7 +286,7 @@ class _Handler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         # One write: headers and body in separate small segments would meet Nagle and delayed ACKs.
         self.wfile.write(head if self.command == "HEAD" else head + data)
-        proxy._match(False, self.command, self.path, body)
+        proxy._match(False, request)
 
     def setup(self) -> None:
         super().setup()

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+from urllib.parse import unquote
 
 import pytest
 
@@ -26,6 +27,7 @@ from tests.executor_steps import invocations
 from tests.lease_dag import build
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUCKETS = ["gcs", "s3"]
 FAST_LEASES = {"MARIN_LEASE_HEARTBEAT_S": "0.3", "MARIN_LEASE_TIMEOUT_S": "2"}
 
 
@@ -64,15 +66,32 @@ def assert_success_means_manifest_matches(paths: list[str]) -> None:
         assert manifest == compute_manifest(out), out
 
 
-def body_names(name: str, heartbeat: bool = False):
-    """A proxy predicate: a GCS multipart upload of an object called `name` (a heartbeat: with a version)."""
+def upload_of(name: str, heartbeat: bool = False):
+    """A proxy predicate: an upload of an object called `name` (heartbeat: one with a version precondition).
 
-    def match(method: str, path: str, body: bytes) -> bool:
-        if method != "POST" or f'/{name}"'.encode() not in body:
-            return False
-        return not heartbeat or re.search(r"ifGenerationMatch=[1-9]", path) is not None
+    GCS: a multipart POST naming the object in its body, `ifGenerationMatch=<generation>`; S3: a PUT
+    to the object's path, `If-Match: <etag>`.
+    """
+
+    def match(request) -> bool:
+        if request.method == "POST" and f'/{name}"'.encode() in request.body:
+            return not heartbeat or re.search(r"ifGenerationMatch=[1-9]", request.path) is not None
+        if request.method == "PUT" and unquote(request.path.split("?")[0]).endswith(f"/{name}"):
+            return not heartbeat or "if-match" in request.headers
+        return False
 
     return match
+
+
+def held_object_path(request, paths: list[str], name: str) -> str:
+    """The step folder (of `paths`) whose `name` object the held request was uploading."""
+    key_of = {p: p.split("/", 3)[3] for p in paths}
+    if request.method == "POST":
+        found = [p for p in paths if f'{key_of[p]}/{name}"'.encode() in request.body]
+    else:
+        found = [p for p in paths if unquote(request.path.split("?")[0]).endswith(f"{key_of[p]}/{name}")]
+    assert len(found) == 1, (request.method, request.path)
+    return found[0]
 
 
 def test_eight_runners_race_on_a_50_step_experiment_on_gcs_and_each_step_runs_once(tmp_path, bucket_prefix):
@@ -87,18 +106,19 @@ def test_eight_runners_race_on_a_50_step_experiment_on_gcs_and_each_step_runs_on
     assert_success_means_manifest_matches(paths)
 
 
-def test_runner_killed_after_its_files_but_before_the_manifest_is_redone(tmp_path, bucket_prefix, fault_endpoint):
-    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
-    proxy = fault_endpoint("gcs")
-    manifest_upload = proxy.hold(body_names(".executor_manifest.json"))
+@pytest.mark.parametrize("store", BUCKETS)
+def test_runner_killed_after_its_files_but_before_the_manifest_is_redone(
+    tmp_path, bucket_prefix, fault_endpoint, store
+):
+    prefix, counter = bucket_prefix(store), str(tmp_path / "calls")
+    proxy = fault_endpoint(store)
+    manifest_upload = proxy.hold(upload_of(".executor_manifest.json"))
     first = start_runner(prefix, counter, 6, 0, FAST_LEASES)
     assert manifest_upload.hit.wait(120), "the runner never wrote a manifest"
     kill9(first)
     manifest_upload.release(drop=True)
     paths = output_paths(prefix, counter, 6)
-    (held,) = [
-        p for p in paths if f'{p.split("/", 3)[3]}/.executor_manifest.json"'.encode() in manifest_upload.request[2]
-    ]
+    held = held_object_path(manifest_upload.request, paths, ".executor_manifest.json")
     assert read_statuses([held]) == ["RUNNING"]
     assert read_bytes(f"{held}/out.json") is not None and read_bytes(manifest_path(held)) is None
     finish(start_runner(prefix, counter, 6, 0, FAST_LEASES))
@@ -106,12 +126,13 @@ def test_runner_killed_after_its_files_but_before_the_manifest_is_redone(tmp_pat
     assert set(invocations(counter)) == set(paths)
 
 
+@pytest.mark.parametrize("store", BUCKETS)
 def test_runner_killed_between_heartbeats_is_taken_over_once_its_lease_is_stale(
-    tmp_path, bucket_prefix, fault_endpoint
+    tmp_path, bucket_prefix, fault_endpoint, store
 ):
-    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
-    proxy = fault_endpoint("gcs")
-    heartbeat = proxy.watch(body_names(".executor_lease", heartbeat=True))
+    prefix, counter = bucket_prefix(store), str(tmp_path / "calls")
+    proxy = fault_endpoint(store)
+    heartbeat = proxy.watch(upload_of(".executor_lease", heartbeat=True))
     first = start_runner(prefix, counter, 1, 60, FAST_LEASES)
     assert heartbeat.hit.wait(120), "the runner never refreshed its lease"
     kill9(first)
@@ -123,9 +144,12 @@ def test_runner_killed_between_heartbeats_is_taken_over_once_its_lease_is_stale(
     assert_success_means_manifest_matches(paths)
 
 
-def test_200_step_experiment_completes_with_5_percent_faults_on_every_request(tmp_path, bucket_prefix, fault_endpoint):
-    prefix, counter = bucket_prefix("gcs"), str(tmp_path / "calls")
-    proxy = fault_endpoint("gcs", error_rate=0.025, reset_rate=0.025, seed=11)
+@pytest.mark.parametrize("store", BUCKETS)
+def test_200_step_experiment_completes_with_5_percent_faults_on_every_request(
+    tmp_path, bucket_prefix, fault_endpoint, store
+):
+    prefix, counter = bucket_prefix(store), str(tmp_path / "calls")
+    proxy = fault_endpoint(store, error_rate=0.025, reset_rate=0.025, seed=11)
     steps = build(counter, 200)
     executor = Executor(prefix, backend="local", experiment_name="faults", max_concurrent=16)
     paths = list(executor.run(steps).values())
