@@ -117,4 +117,43 @@ def compute_manifest(root: str, parallelism: int = 8) -> dict:
         with ThreadPoolExecutor(max_workers=min(parallelism, len(rels))) as pool:
             sizes = list(pool.map(measure, rels))
     files = [{"path": rel, "size": size, "sha256": sha} for rel, (size, sha) in zip(rels, sizes, strict=True)]
+    patterns = _volatile_patterns(root, rels)
+    if patterns:
+        for entry in files:
+            if is_volatile(entry["path"], patterns):
+                entry["volatile"] = True
     return {"files": files, "total_size": sum(f["size"] for f in files)}
+
+
+VOLATILE_LIST = "volatile_files.txt"
+"""A step may list, one glob per line, output files whose bytes legitimately vary between identical runs
+(wall-clock timings, tracker logs). They stay in the manifest, flagged `"volatile": true`, and
+`marin verify` does not compare their bytes. Everything else must be reproducible."""
+
+
+def _volatile_patterns(root: str, rels: list[str]) -> list[str]:
+    if VOLATILE_LIST not in rels:
+        return []
+    from marin.storage.files import read_text
+
+    text = read_text(f"{root.rstrip('/')}/{VOLATILE_LIST}") or ""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def is_volatile(rel: str, patterns: list[str]) -> bool:
+    """True when `rel` matches a pattern (fnmatch; 'dir/' or 'dir/**' covers a whole folder)."""
+    import fnmatch
+
+    for pattern in patterns:
+        if pattern.endswith("/") and rel.startswith(pattern):
+            return True
+        if fnmatch.fnmatch(rel, pattern) or (pattern.endswith("/**") and rel.startswith(pattern[:-2])):
+            return True
+    return False
+
+
+def write_volatile_list(output_path: str, patterns: list[str]) -> None:
+    """Declares which of a step's output files may differ between identical runs (see VOLATILE_LIST)."""
+    from marin.storage.files import write_text
+
+    write_text(f"{output_path.rstrip('/')}/{VOLATILE_LIST}", "".join(p + "\n" for p in patterns))

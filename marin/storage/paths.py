@@ -72,3 +72,16 @@ def filesystem(path: str):
     """The fsspec filesystem for `path`, cached per protocol, endpoint (env) and process."""
     protocol = protocol_of(path)
     return _filesystem_for(protocol, endpoint_for(protocol), os.getpid())
+
+
+def portable_path(path: str, output_path: str) -> str:
+    """`path` as a step should write it into its outputs: relative to `output_path` when both live on
+    the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL)."""
+    if protocol_of(path) != protocol_of(output_path):
+        return path
+    if not is_local(path):
+        bucket = path.split("://", 1)[1].split("/", 1)[0]
+        if bucket != output_path.split("://", 1)[1].split("/", 1)[0]:
+            return path
+        return os.path.relpath(path.split("://", 1)[1], output_path.split("://", 1)[1])
+    return os.path.relpath(os.path.abspath(strip_protocol(path)), os.path.abspath(strip_protocol(output_path)))
