@@ -24,8 +24,16 @@ def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
         if all(totals.get(key, 0) >= value for key, value in wanted.items()):
             return None
     have = "; ".join(
-        ", ".join(f"{k}={v:g}" for k, v in sorted(n.get("Resources", {}).items()) if not k.startswith("node:"))
+        ", ".join(_show(k, v) for k, v in sorted(n.get("Resources", {}).items()) if not k.startswith("node:"))
         for n in alive
     )
-    asked = ", ".join(f"{k}={v:g}" for k, v in sorted(wanted.items()))
+    asked = ", ".join(_show(k, v) for k, v in sorted(wanted.items()))
     return f"it asks for {asked}, but no node has that (nodes: {have})"
+
+
+def _show(key: str, value: float) -> str:
+    if key in ("memory", "object_store_memory"):
+        return f"{key}={value / 1024**3:.1f}GiB"
+    if key.startswith("accelerator_type:"):
+        return key
+    return f"{key}={value:g}"

@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -108,6 +110,32 @@ def execute_step(task: StepTask) -> StepOutcome:
             continue
 
 
+class RunnerTerminated(BaseException):
+    """SIGTERM reached the process running a step: the runner is being stopped, the step did not fail."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_runner():
+    """In a process's main thread (a Ray task), SIGTERM raises RunnerTerminated instead of SystemExit.
+
+    Ray sends SIGTERM to a task's worker when the driver dies or the node shuts down, and its handler
+    raises SystemExit inside the step, which would look like the step failing (FAILED, not rerun).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum, frame):
+        raise RunnerTerminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _next_attempt(output_path: str) -> int:
     numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
     return max(numbers, default=0) + 1
@@ -155,7 +183,7 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
-        with _log_sink(task, log_path, lease):
+        with _sigterm_stops_the_runner() as previous_handler, _log_sink(task, log_path, lease):
             logger.info(
                 "step %s: attempt %d%s, output %s",
                 task.name,
@@ -178,6 +206,12 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     except LeaseLost:
         lease.release()
         raise
+    except RunnerTerminated:
+        logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
+        lease.release()
+        if callable(previous_handler):
+            previous_handler(signal.SIGTERM, None)
+        raise SystemExit(128 + signal.SIGTERM) from None
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:

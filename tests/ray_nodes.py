@@ -1,0 +1,196 @@
+"""A real multi-node Ray cluster on 127.0.0.1 for tests: one `ray start --block` process per node.
+
+Each node is its own `ray start` (head with the dashboard, for job submission; workers joining it)
+with its own temp dir under this cluster's root and its own ports, in its own session. Stopping kills
+only processes this cluster started (its `ray start` trees, and anything naming its root), never
+another Ray instance on the machine: no `ray stop`. On two busy cores a raylet can miss `ray start`'s
+fixed 30 s registration window; a node that exits during start-up is started again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RAY = os.path.join(os.path.dirname(sys.executable), "ray")
+OBJECT_STORE_BYTES = 100_000_000
+STARTED = "Ray runtime started"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Node:
+    name: str
+    resources: dict[str, float]
+    proc: subprocess.Popen
+    log: str
+    node_id: str | None = None
+
+
+class LocalRayCluster:
+    """A head and workers started with `ray start`; `address` for drivers, `dashboard` for jobs."""
+
+    def __init__(self, root: str, env: dict[str, str], start_attempts: int = 3):
+        self.root = root
+        self.env = env
+        self.start_attempts = start_attempts
+        self.nodes: dict[str, Node] = {}
+        self._new_ports()
+
+    def _new_ports(self) -> None:
+        self.port = free_port()
+        self.dashboard_port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"
+
+    def _launch(self, name: str, resources: dict[str, float], args: list[str]) -> Node:
+        temp = os.path.join(self.root, name)
+        os.makedirs(temp, exist_ok=True)
+        log = os.path.join(self.root, f"{name}.log")
+        cmd = [
+            RAY,
+            "start",
+            "--block",
+            "--disable-usage-stats",
+            "--num-cpus=1",
+            f"--resources={json.dumps(resources)}",
+            f"--temp-dir={temp}",
+            f"--object-store-memory={OBJECT_STORE_BYTES}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            *args,
+        ]
+        with open(log, "a") as out:
+            out.write(f"\n=== {' '.join(cmd)}\n")
+            out.flush()
+            start = out.tell()
+            proc = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        node = Node(name, resources, proc, log)
+        self.nodes[name] = node
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                f.seek(start)
+                if STARTED in f.read():
+                    return node
+            if proc.poll() is not None:
+                self._kill([node])
+                raise NodeExited(f"ray node {name} exited during start-up; see {log}")
+            time.sleep(0.5)
+        raise TimeoutError(f"ray node {name} did not start within 120 s; see {log}")
+
+    def _start(self, name: str, resources: dict[str, float], args) -> None:
+        for attempt in range(1, self.start_attempts + 1):
+            try:
+                self._launch(name, resources, args())
+                return
+            except NodeExited:
+                if attempt == self.start_attempts:
+                    raise
+
+    def start_head(self, resources: dict[str, float]) -> None:
+        def args():
+            self._new_ports()
+            return [
+                "--head",
+                f"--port={self.port}",
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
+                f"--ray-client-server-port={free_port()}",
+            ]
+
+        self._start("head", resources, args)
+        self._wait(lambda: _http_ok(f"{self.dashboard}/api/version"), 90, "the head's dashboard")
+
+    def start_worker(self, name: str, resources: dict[str, float]) -> None:
+        self._start(name, resources, lambda: [f"--address={self.address}"])
+
+    def wait_for_nodes(self, ray) -> None:
+        """Waits until every started node is alive in the cluster and records its node id."""
+
+        def ready():
+            alive = [n for n in ray.nodes() if n["Alive"]]
+            for node in self.nodes.values():
+                key = next(iter(node.resources))
+                match = [n for n in alive if n["Resources"].get(key)]
+                if not match:
+                    return False
+                node.node_id = match[0]["NodeID"]
+            return True
+
+        self._wait(ready, 90, "all nodes to join")
+
+    def _wait(self, check, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [n.name for n in self.nodes.values() if n.proc.poll() is not None]
+            if dead:
+                raise NodeExited(f"ray node(s) {dead} exited while waiting for {what}; see {self.root}/*.log")
+            if check():
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}; see {self.root}/*.log")
+
+    def name_of(self, node_id: str) -> str:
+        return next(n.name for n in self.nodes.values() if n.node_id == node_id)
+
+    def raylet_pid(self, name: str) -> int:
+        import psutil
+
+        children = psutil.Process(self.nodes[name].proc.pid).children()
+        return next(c.pid for c in children if c.name() == "raylet")
+
+    def _kill(self, nodes: list[Node]) -> None:
+        import psutil
+
+        procs = []
+        for node in nodes:
+            try:
+                root = psutil.Process(node.proc.pid)
+                procs += [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        temps = [os.path.join(self.root, n.name) for n in nodes]
+        for p in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(p.info["cmdline"] or [])
+            if any(t in cmdline for t in temps) and p not in procs:
+                procs.append(p)
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=10)
+        for node in nodes:
+            try:
+                node.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def stop(self) -> None:
+        """Kills every process of this cluster, and only those."""
+        self._kill(list(self.nodes.values()))
+
+
+class NodeExited(RuntimeError):
+    """A `ray start` process ended while it should have been running."""
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
