@@ -55,7 +55,7 @@ class LocalRayCluster:
         self.address = f"127.0.0.1:{self.port}"
         self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"
 
-    def _launch(self, name: str, resources: dict[str, float], args: list[str]) -> Node:
+    def _spawn(self, name: str, resources: dict[str, float], args: list[str]) -> tuple[Node, int]:
         temp = os.path.join(self.root, name)
         os.makedirs(temp, exist_ok=True)
         log = os.path.join(self.root, f"{name}.log")
@@ -78,26 +78,34 @@ class LocalRayCluster:
             proc = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         node = Node(name, resources, proc, log)
         self.nodes[name] = node
+        return node, start
+
+    def _await(self, node: Node, start: int) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            with open(log) as f:
+            with open(node.log) as f:
                 f.seek(start)
                 if STARTED in f.read():
-                    return node
-            if proc.poll() is not None:
+                    return
+            if node.proc.poll() is not None:
                 self._kill([node])
-                raise NodeExited(f"ray node {name} exited during start-up; see {log}")
+                raise NodeExited(f"ray node {node.name} exited during start-up; see {node.log}")
             time.sleep(0.5)
-        raise TimeoutError(f"ray node {name} did not start within 120 s; see {log}")
+        raise TimeoutError(f"ray node {node.name} did not start within 120 s; see {node.log}")
 
-    def _start(self, name: str, resources: dict[str, float], args) -> None:
-        for attempt in range(1, self.start_attempts + 1):
-            try:
-                self._launch(name, resources, args())
-                return
-            except NodeExited:
-                if attempt == self.start_attempts:
-                    raise
+    def _start(self, specs: dict[str, tuple[dict[str, float], object]]) -> None:
+        """Starts nodes together ({name: (resources, args())}); one that fails is started again alone."""
+        spawned = {name: self._spawn(name, res, args()) for name, (res, args) in specs.items()}
+        for name, (node, start) in spawned.items():
+            for attempt in range(1, self.start_attempts + 1):
+                try:
+                    self._await(node, start)
+                    break
+                except NodeExited:
+                    if attempt == self.start_attempts:
+                        raise
+                    res, args = specs[name]
+                    node, start = self._spawn(name, res, args())
 
     def start_head(self, resources: dict[str, float]) -> None:
         def args():
@@ -111,11 +119,12 @@ class LocalRayCluster:
                 f"--ray-client-server-port={free_port()}",
             ]
 
-        self._start("head", resources, args)
+        self._start({"head": (resources, args)})
         self._wait(lambda: _http_ok(f"{self.dashboard}/api/version"), 90, "the head's dashboard")
 
-    def start_worker(self, name: str, resources: dict[str, float]) -> None:
-        self._start(name, resources, lambda: [f"--address={self.address}"])
+    def start_workers(self, workers: dict[str, dict[str, float]]) -> None:
+        """Starts workers ({name: resources}) that join the head, all at once."""
+        self._start({name: (res, lambda: [f"--address={self.address}"]) for name, res in workers.items()})
 
     def wait_for_nodes(self, ray) -> None:
         """Waits until every started node is alive in the cluster and records its node id."""

@@ -44,8 +44,9 @@ def cluster(tmp_path_factory):
     c = LocalRayCluster(str(tmp_path_factory.mktemp("ray")), env)
     try:
         c.start_head({"head": 1})
-        c.start_worker("worker_a", {"worker_a": 1, "pool": 1})
-        c.start_worker("worker_b", {"worker_b": 1, "pool": 1, "accelerator_type:T4": 1})
+        c.start_workers(
+            {"worker_a": {"worker_a": 1, "pool": 1}, "worker_b": {"worker_b": 1, "pool": 1, "accelerator_type:T4": 1}}
+        )
         ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
         c.wait_for_nodes(ray)
         yield c
@@ -103,6 +104,40 @@ def test_unsatisfiable_request_is_refused_at_plan_time_naming_step_and_resource(
         run(str(tmp_path / "prefix"), [nowhere], cluster, "refused")
     assert read_lines(inv) == []
     assert not os.path.exists(tmp_path / "prefix" / "probe")
+
+
+def test_node_types_the_autoscaler_can_add_count_at_plan_time(cluster):
+    """The cluster config is what an autoscaler (v2, KubeRay) reports to the GCS; here we report it."""
+    import ray
+    import ray._raylet
+    from ray.core.generated import autoscaler_pb2
+    from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_put
+
+    from marin.execution.backends import RayBackend
+
+    config = autoscaler_pb2.ClusterConfig()
+    group = config.node_group_configs.add(name="gpu_worker", max_count=8)
+    group.resources.update({"CPU": 12, "GPU": 1, "accelerator_type:A100": 1})
+    namespace = ray._raylet.GCS_AUTOSCALER_STATE_NAMESPACE.encode()
+    key = ray._raylet.GCS_AUTOSCALER_CLUSTER_CONFIG_KEY.encode()
+    _internal_kv_put(key, config.SerializeToString(), namespace=namespace)
+    try:
+        backend = RayBackend(cluster.address)
+        backend.check_resources("train/gpu", ResourceConfig(gpu=1, accelerator_type="a100"))
+        with pytest.raises(ValueError, match=r"'train/h100' can never run.*node type gpu_worker: "):
+            backend.check_resources("train/h100", ResourceConfig(gpu=1, accelerator_type="H100"))
+    finally:
+        _internal_kv_del(key, namespace=namespace)
+
+
+def test_launcher_config_node_types_count_at_plan_time(cluster, monkeypatch):
+    from marin.execution.backends import RayBackend
+
+    monkeypatch.setenv("MARIN_AUTOSCALING_CONFIG", os.path.join(REPO, "infra", "marin-cluster-gcp.yaml"))
+    backend = RayBackend(cluster.address)
+    backend.check_resources("train/tpu", ResourceConfig(tpu=4, accelerator_type="TPU-V4"))
+    with pytest.raises(ValueError, match=r"'train/v5' can never run.*node type tpu_worker: "):
+        backend.check_resources("train/v5", ResourceConfig(tpu=4, accelerator_type="TPU-V5P"))
 
 
 def test_shards_spread_over_nodes_with_the_same_bytes_as_a_local_pool(cluster, tmp_path):

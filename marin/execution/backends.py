@@ -111,12 +111,15 @@ class RayBackend:
         self._ray = ensure_ray(address)
         self._remote = self._ray.remote(execute_step)
         self._refs: dict = {}
+        self._nodes: list[dict] | None = None
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
         """Refuses a step that no node of the cluster could ever run (instead of hanging)."""
-        from marin.execution.resources_check import unsatisfiable_reason
+        from marin.execution.resources_check import autoscaler_node_types, unsatisfiable_reason
 
-        reason = unsatisfiable_reason(ray_options(resources), self._ray.nodes())
+        if self._nodes is None:
+            self._nodes = self._ray.nodes() + autoscaler_node_types()
+        reason = unsatisfiable_reason(ray_options(resources), self._nodes)
         if reason:
             raise ValueError(f"step {name!r} can never run on this Ray cluster: {reason}")
 
