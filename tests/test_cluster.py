@@ -19,7 +19,7 @@ import pytest
 from marin.execution import Executor, ExecutorRunError, ResourceConfig
 from marin.execution.backends import canonical_accelerator, ray_options
 from marin.execution.resources_check import unsatisfiable_reason
-from marin.execution.submit import build_job, prefix_warning
+from marin.execution.submit import build_job, prefix_warning, submit_main
 from marin.storage import compute_manifest
 from tests.cluster_steps import ShardedConfig, chain_steps, probe_step, read_lines, sharded_step_fn
 from tests.ray_nodes import REPO, LocalRayCluster
@@ -31,7 +31,9 @@ LEASE_ENV = {"MARIN_LEASE_TIMEOUT_S": "3", "MARIN_LEASE_HEARTBEAT_S": "0.5"}
 def cluster(tmp_path_factory):
     import ray
 
+    previous_cpus = None
     if ray.is_initialized():
+        previous_cpus = int(ray.cluster_resources().get("CPU", 1))
         ray.shutdown()
     saved = {k: os.environ.get(k) for k in LEASE_ENV}
     os.environ.update(LEASE_ENV)
@@ -53,6 +55,8 @@ def cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         c.stop()
+        if previous_cpus:  # give back the session's local Ray (tests/conftest.py::ray_cluster) as it was
+            ray.init(num_cpus=previous_cpus, include_dashboard=False, log_to_driver=False)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -186,6 +190,14 @@ def test_submit_names_a_missing_script_and_warns_about_a_relative_prefix(tmp_pat
     assert prefix_warning(["python", "x.py", "--prefix", "gs://b/p"], {}) is None
     assert "relative" in prefix_warning(["python", "x.py", "--prefix=scratch/lab"], {})
     assert "local_store" in prefix_warning(["python", "x.py"], {})
+
+
+def test_submit_to_an_unreachable_dashboard_fails_naming_the_address(capsys):
+    from tests.ray_nodes import free_port
+
+    address = f"http://127.0.0.1:{free_port()}"
+    assert submit_main(address, ["python", "experiments/tutorial/hello_world.py", "--prefix", "/tmp/x"]) == 2
+    assert f"cannot reach the Ray dashboard at {address}" in capsys.readouterr().err
 
 
 def test_killed_driver_rerun_adopts_finished_steps_and_takes_over_the_rest(cluster, tmp_path):

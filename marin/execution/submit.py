@@ -39,7 +39,6 @@ EXCLUDES = [
     ".ruff_cache/",
     "benchmarks/results/",
 ]
-ENV_PREFIXES = ("MARIN_",)
 TERMINAL_OK = "SUCCEEDED"
 
 
@@ -48,12 +47,6 @@ def project_root() -> str:
     import marin
 
     return os.path.dirname(os.path.dirname(os.path.abspath(marin.__file__)))
-
-
-def forwarded_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The variables a job inherits from this shell: every `MARIN_*` one."""
-    environ = os.environ if environ is None else environ
-    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
 
 
 def _lock_sha256(root: str) -> str | None:
@@ -96,6 +89,8 @@ def build_job(job_argv: list[str], root: str | None = None) -> dict:
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
     if script and not os.path.isabs(script) and not os.path.exists(os.path.join(root, script)):
         raise ValueError(f"marin submit: {script} is not a file under the project root {root} (the job's working dir)")
+    from marin.execution.backends import forwarded_env
+
     env = forwarded_env()
     metadata = {"marin_command": shlex.join(job_argv)}
     for key, value in (("marin_uv_lock_sha256", _lock_sha256(root)), ("marin_git_commit", _git_commit(root))):
@@ -139,7 +134,11 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
     except Exception as exc:
         print(f"error: cannot reach the Ray dashboard at {address}: {exc}", file=sys.stderr)
         return 2
-    job_id = client.submit_job(**job)
+    try:
+        job_id = client.submit_job(**job)
+    except Exception as exc:
+        print(f"error: the cluster at {address} refused the job: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     print(f"submitted job {job_id} to {address}")
     print(f"  follow its logs: ray job logs --follow {job_id} --address {address}")
     print(f"  its status:      ray job status {job_id} --address {address}")
