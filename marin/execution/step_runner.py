@@ -54,6 +54,8 @@ class StepTask:
     force_run_failed: bool = False
     capture: str = "thread"
     retries: int = 0
+    rerun_succeeded: bool = False
+    """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
 
 
 @dataclass
@@ -83,7 +85,7 @@ def execute_step(task: StepTask) -> StepOutcome:
     announced = False
     while True:
         status = read_status(task.output_path)
-        if status == SUCCESS:
+        if status == SUCCESS and not (task.rerun_succeeded and not announced):
             return StepOutcome("RAN_ELSEWHERE" if announced else "SKIPPED")
         if status == FAILED and not task.force_run_failed:
             return StepOutcome("FAILED", error="failed in another runner (see its log)")
@@ -97,7 +99,7 @@ def execute_step(task: StepTask) -> StepOutcome:
             continue
         try:
             status = read_status(task.output_path)
-            if status == SUCCESS:
+            if status == SUCCESS and not (task.rerun_succeeded and not announced):
                 claim.release()
                 return StepOutcome("RAN_ELSEWHERE")
             if status == FAILED and not task.force_run_failed:
