@@ -1,7 +1,7 @@
 """A real multi-node Ray cluster on 127.0.0.1 for tests: one `ray start --block` process per node.
 
 Each node is its own `ray start` (head with the dashboard, for job submission; workers joining it)
-with its own temp dir under this cluster's root and its own ports, in its own session. Stopping kills
+with its own short temp dir under /tmp and its own ports, in its own session. Stopping kills
 only processes this cluster started (its `ray start` trees, and anything naming its root), never
 another Ray instance on the machine: no `ray stop`. On two busy cores a raylet can miss `ray start`'s
 fixed 30 s registration window; a node that exits during start-up is started again.
@@ -9,11 +9,14 @@ fixed 30 s registration window; a node that exits during start-up is started aga
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -36,17 +39,23 @@ class Node:
     resources: dict[str, float]
     proc: subprocess.Popen
     log: str
+    temp: str
     node_id: str | None = None
 
 
 class LocalRayCluster:
     """A head and workers started with `ray start`; `address` for drivers, `dashboard` for jobs."""
 
-    def __init__(self, root: str, env: dict[str, str], start_attempts: int = 3):
+    def __init__(self, root: str, env: dict[str, str], start_attempts: int = 5):
         self.root = root
+        os.makedirs(root, exist_ok=True)
         self.env = env
         self.start_attempts = start_attempts
         self.nodes: dict[str, Node] = {}
+        # Ray's AF_UNIX socket paths live under each temp dir and may not exceed 107 bytes: keep it short,
+        # and give every start its own (a second start in one dir gets longer socket names).
+        self.temp_root = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+        self._temp_ids = itertools.count()
         self._new_ports()
 
     def _new_ports(self) -> None:
@@ -56,14 +65,15 @@ class LocalRayCluster:
         self.dashboard = f"http://127.0.0.1:{self.dashboard_port}"
 
     def _spawn(self, name: str, resources: dict[str, float], args: list[str]) -> tuple[Node, int]:
-        temp = os.path.join(self.root, name)
-        os.makedirs(temp, exist_ok=True)
+        temp = os.path.join(self.temp_root, f"n{next(self._temp_ids):02d}")
+        os.makedirs(temp)
         log = os.path.join(self.root, f"{name}.log")
         cmd = [
             RAY,
             "start",
             "--block",
             "--disable-usage-stats",
+            "--include-log-monitor=false",
             "--num-cpus=1",
             f"--resources={json.dumps(resources)}",
             f"--temp-dir={temp}",
@@ -76,7 +86,7 @@ class LocalRayCluster:
             out.flush()
             start = out.tell()
             proc = subprocess.Popen(cmd, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        node = Node(name, resources, proc, log)
+        node = Node(name, resources, proc, log, temp)
         self.nodes[name] = node
         return node, start
 
@@ -171,7 +181,7 @@ class LocalRayCluster:
                 procs += [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 pass
-        temps = [os.path.join(self.root, n.name) for n in nodes]
+        temps = [n.temp for n in nodes]
         for p in psutil.process_iter(["cmdline"]):
             cmdline = " ".join(p.info["cmdline"] or [])
             if any(t in cmdline for t in temps) and p not in procs:
@@ -189,8 +199,9 @@ class LocalRayCluster:
                 pass
 
     def stop(self) -> None:
-        """Kills every process of this cluster, and only those."""
+        """Kills every process of this cluster, and only those, and removes its temp dirs."""
         self._kill(list(self.nodes.values()))
+        shutil.rmtree(self.temp_root, ignore_errors=True)
 
 
 class NodeExited(RuntimeError):
