@@ -22,6 +22,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,12 @@ def follow(client, job_id: str, out=None) -> str:
             out.flush()
 
     asyncio.run(tail())
-    return str(client.get_job_status(job_id).value)
+    status = client.get_job_status(job_id)
+    deadline = time.monotonic() + 30
+    while not status.is_terminal() and time.monotonic() < deadline:
+        time.sleep(0.5)
+        status = client.get_job_status(job_id)
+    return str(status.value)
 
 
 def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
@@ -145,6 +151,10 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
     print(f"  stop it:         ray job stop {job_id} --address {address}")
     if not wait:
         return 0
-    status = follow(client, job_id)
+    try:
+        status = follow(client, job_id)
+    except KeyboardInterrupt:
+        print(f"stopped following; job {job_id} goes on (ray job stop {job_id} --address {address})")
+        return 130
     print(f"job {job_id}: {status}")
     return 0 if status == TERMINAL_OK else 1
