@@ -176,10 +176,26 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
 
 
 def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
-    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease."""
+    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
+
+    SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
+    the step stays unfinished for the next runner; then the process exits as it was asked to.
+    """
+    with _sigterm_stops_the_runner() as previous_handler:
+        try:
+            return _run_with_lease_guarded(task, lease)
+        except RunnerTerminated:
+            logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
+            lease.release()
+    if callable(previous_handler):
+        previous_handler(signal.SIGTERM, None)
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
     try:
         return _run_with_lease_unguarded(task, lease)
-    except LeaseLost:
+    except (LeaseLost, RunnerTerminated):
         raise
     except BaseException as exc:
         logger.error("step %s: the runner itself failed: %s", task.name, exc)
@@ -204,7 +220,7 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
-        with _sigterm_stops_the_runner() as previous_handler, _log_sink(task, log_path, lease):
+        with _log_sink(task, log_path, lease):
             logger.info(
                 "step %s: attempt %d%s, output %s",
                 task.name,
@@ -227,12 +243,6 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     except LeaseLost:
         lease.release()
         raise
-    except RunnerTerminated:
-        logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
-        lease.release()
-        if callable(previous_handler):
-            previous_handler(signal.SIGTERM, None)
-        raise SystemExit(128 + signal.SIGTERM) from None
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
