@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -110,6 +112,32 @@ def execute_step(task: StepTask) -> StepOutcome:
             continue
 
 
+class RunnerTerminated(BaseException):
+    """SIGTERM reached the process running a step: the runner is being stopped, the step did not fail."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_runner():
+    """In a process's main thread (a Ray task), SIGTERM raises RunnerTerminated instead of SystemExit.
+
+    Ray sends SIGTERM to a task's worker when the driver dies or the node shuts down, and its handler
+    raises SystemExit inside the step, which would look like the step failing (FAILED, not rerun).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum, frame):
+        raise RunnerTerminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _next_attempt(output_path: str) -> int:
     numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
     return max(numbers, default=0) + 1
@@ -148,10 +176,26 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
 
 
 def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
-    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease."""
+    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
+
+    SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
+    the step stays unfinished for the next runner; then the process exits as it was asked to.
+    """
+    with _sigterm_stops_the_runner() as previous_handler:
+        try:
+            return _run_with_lease_guarded(task, lease)
+        except RunnerTerminated:
+            logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
+            lease.release()
+    if callable(previous_handler):
+        previous_handler(signal.SIGTERM, None)
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
     try:
         return _run_with_lease_unguarded(task, lease)
-    except LeaseLost:
+    except (LeaseLost, RunnerTerminated):
         raise
     except BaseException as exc:
         logger.error("step %s: the runner itself failed: %s", task.name, exc)
