@@ -85,6 +85,16 @@ def forwarded_env() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MARIN_")}
 
 
+def _share_import_path_with_local_workers() -> None:
+    """Local Ray workers inherit this environment: give them the driver's import path, so a step function
+    importable here (a module beside the script, a test helper) is importable in the worker too."""
+    import sys
+
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(existing + paths))
+
+
 def ensure_ray(address: str | None = None):
     """Connects to `address` (or RAY_ADDRESS), or starts a local Ray cluster for this process."""
     import ray
@@ -98,6 +108,7 @@ def ensure_ray(address: str | None = None):
         ray.init(address=address, log_to_driver=True, include_dashboard=False)
     else:
         logger.info("starting a local Ray cluster (no --ray_address / RAY_ADDRESS)")
+        _share_import_path_with_local_workers()
         ray.init(include_dashboard=False, log_to_driver=True)
     return ray
 
