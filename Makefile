@@ -30,7 +30,8 @@ format: setup
 	.venv/bin/ruff check --fix marin experiments tests benchmarks scripts
 
 bench: setup
-	$(PY) benchmarks/executor_bench.py
+	benchmarks/executor_bench.sh
+	$(PY) benchmarks/browser_bench.py
 
 clean:
 	rm -rf .venv local_store

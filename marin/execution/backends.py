@@ -17,7 +17,7 @@ from marin.execution.step_runner import StepOutcome, StepTask, execute_step
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LOCAL_THREADS = 16
+DEFAULT_LOCAL_THREADS = 8
 RAY_SYSTEM_RETRIES = 3
 
 

@@ -10,7 +10,6 @@ before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lo
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -21,7 +20,7 @@ from typing import Any
 
 from marin.execution.capture import capture_process, capture_thread
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, keep_alive, new_owner_id, try_acquire
-from marin.execution.records import utc_now
+from marin.execution.records import dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
     FAILED,
@@ -53,6 +52,8 @@ class StepTask:
     force_run_failed: bool = False
     capture: str = "thread"
     retries: int = 0
+    rerun_succeeded: bool = False
+    """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
 
 
 @dataclass
@@ -82,7 +83,7 @@ def execute_step(task: StepTask) -> StepOutcome:
     announced = False
     while True:
         status = read_status(task.output_path)
-        if status == SUCCESS:
+        if status == SUCCESS and not (task.rerun_succeeded and not announced):
             return StepOutcome("RAN_ELSEWHERE" if announced else "SKIPPED")
         if status == FAILED and not task.force_run_failed:
             return StepOutcome("FAILED", error="failed in another runner (see its log)")
@@ -96,7 +97,7 @@ def execute_step(task: StepTask) -> StepOutcome:
             continue
         try:
             status = read_status(task.output_path)
-            if status == SUCCESS:
+            if status == SUCCESS and not (task.rerun_succeeded and not announced):
                 claim.release()
                 return StepOutcome("RAN_ELSEWHERE")
             if status == FAILED and not task.force_run_failed:
@@ -150,7 +151,7 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     out = task.output_path
     attempt = _next_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
-    write_bytes(info_path(out), (json.dumps(task.info, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes(info_path(out), dump_json(task.info))
     write_status(out, RUNNING)
     keep_alive(lease)
     started, t0 = utc_now(), time.monotonic()
@@ -182,16 +183,16 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
-        if not lease.refresh():
+        if not lease.still_held():
             raise LeaseLost()
         write_status(out, FAILED)
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.refresh():
+    if not lease.still_held():
         raise LeaseLost()
     manifest = compute_manifest(out)
-    write_bytes(manifest_path(out), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
-    if not lease.refresh():
+    write_bytes(manifest_path(out), dump_json(manifest))
+    if not lease.still_held():
         raise LeaseLost()
     write_status(out, SUCCESS)
     lease.release()
@@ -202,5 +203,5 @@ def mark_dep_failed(output_path: str, info: dict) -> None:
     """Marks a step whose dependency failed, unless it succeeded or runs elsewhere."""
     if read_status(output_path) in (SUCCESS, RUNNING):
         return
-    write_bytes(info_path(output_path), (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes(info_path(output_path), dump_json(info))
     write_status(output_path, DEP_FAILED)

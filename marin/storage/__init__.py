@@ -10,6 +10,7 @@ ETag on S3). The backend-specific parts live in `conditional.py`; this package r
 from marin.storage.conditional import (
     VersionedBytes,
     create_if_absent,
+    current_version,
     delete_if_unchanged,
     read_with_version,
     replace_if_unchanged,
@@ -34,6 +35,7 @@ __all__ = [
     "append_line",
     "compute_manifest",
     "create_if_absent",
+    "current_version",
     "delete",
     "delete_if_unchanged",
     "exists",

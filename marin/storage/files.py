@@ -16,6 +16,8 @@ from marin.storage.paths import filesystem, is_local, strip_protocol
 from marin.storage.retry import with_retries
 
 REMOTE_PARALLELISM = 64
+FSYNC = os.environ.get("MARIN_FSYNC", "0") == "1"
+"""fsync local writes before publishing them (survives power loss, not only process crashes); off by default."""
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -63,8 +65,9 @@ def write_bytes(path: str, data: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if FSYNC:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, local)
         except BaseException:
             if os.path.exists(tmp):

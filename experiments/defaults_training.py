@@ -1,0 +1,213 @@
+"""Experiment helpers for the second half of an experiment: train, evaluate, and the scaling ladder.
+
+They build `ExecutorStep`s over the step library (`marin.training.train`, `marin.evaluation.evaluate`,
+`marin.evaluation.forecast`); every field that changes what a step computes is `versioned`, so changing
+the model, the data, the schedule or the seed gives a new output folder, while W&B settings do not.
+
+    tokenized = default_tokenize(...)                      # from the data helpers
+    base = default_train("tiny", tokenized, model=LlamaModelConfig(hidden_dim=64), num_train_steps=200)
+    cooldown = default_train("tiny-cooldown", {"a": tok_a, "b": tok_b}, weights={"a": 0.7, "b": 0.3},
+                             initialize_from=base, num_train_steps=50)        # phase 2
+    evaluation = default_eval("tiny", base, {"shakespeare": tokenized})
+    ladder = scaling_ladder("tiny", tokenized, sizes=[32, 48, 64], vocab_size=1024)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from marin.evaluation.evaluate import EvalConfig, evaluate
+from marin.evaluation.forecast import ForecastConfig, forecast
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path, versioned
+from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
+from marin.training.train import train
+
+StepOrPath = ExecutorStep | InputName | str
+
+
+def _path(value: StepOrPath) -> InputName | str:
+    return output_path_of(value) if isinstance(value, ExecutorStep) else value
+
+
+def _datasets(tokenized: StepOrPath | dict[str, StepOrPath]) -> dict[str, InputName | str]:
+    if isinstance(tokenized, dict):
+        return {name: _path(value) for name, value in tokenized.items()}
+    name = tokenized.name.rsplit("/", 1)[-1] if isinstance(tokenized, ExecutorStep) else "data"
+    return {name: _path(tokenized)}
+
+
+def default_train(
+    name: str,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    *,
+    model: LlamaModelConfig = LlamaModelConfig(),
+    optimizer: OptimizerConfig = OptimizerConfig(),
+    train_batch_size: int = 16,
+    num_train_steps: int = 100,
+    seed: int = 0,
+    weights: dict[str, float] | None = None,
+    tokenizer: StepOrPath | None = None,
+    initialize_from: ExecutorStep | None = None,
+    resources: ResourceConfig | None = None,
+    description: str | None = None,
+    **options: Any,
+) -> ExecutorStep:
+    """A train step `checkpoints/<name>` on one tokenized dataset or a weighted mixture of several.
+
+    `initialize_from=<previous train step>` makes this a phase that starts from that run's final
+    parameters. `options` are further `TrainConfig` fields (checkpoint_every_steps, precision, wandb_mode,
+    ...); those that change the computation are versioned.
+    """
+    unversioned = {"wandb_mode", "wandb_project", "wandb_entity", "require_accelerator", "checkpoint_every_minutes"}
+    extra = {k: (v if k in unversioned else versioned(v)) for k, v in options.items()}
+    config = TrainConfig(
+        data=_datasets(tokenized),
+        output_path=this_output_path(),
+        weights=versioned(weights) if weights is not None else None,
+        tokenizer=_path(tokenizer) if tokenizer is not None else None,
+        model=versioned(model),
+        optimizer=versioned(optimizer),
+        train_batch_size=versioned(train_batch_size),
+        num_train_steps=versioned(num_train_steps),
+        seed=versioned(seed),
+        initialize_from=output_path_of(initialize_from) if initialize_from is not None else None,
+        **extra,
+    )
+    return ExecutorStep(
+        name=f"checkpoints/{name}",
+        fn=train,
+        config=config,
+        description=description or f"train {name}: {num_train_steps} steps of {train_batch_size}x{model.seq_len}",
+        resources=resources or ResourceConfig(cpu=1),
+    )
+
+
+def default_eval(
+    name: str,
+    trained: ExecutorStep,
+    datasets: dict[str, StepOrPath],
+    *,
+    nonblocking: bool = False,
+    max_documents: int | None = None,
+    split: str = "validation",
+    resources: ResourceConfig | None = None,
+) -> ExecutorStep:
+    """An evaluate step `evaluation/<name>`: loss and bits-per-byte of `trained`'s latest checkpoint.
+
+    `nonblocking=True` evaluates while training runs (whatever checkpoint is complete, waiting up to ten
+    minutes for a first one) instead of waiting for the train step to succeed.
+    """
+    checkpoint = output_path_of(trained)
+    if nonblocking:
+        checkpoint = checkpoint.nonblocking()
+    return ExecutorStep(
+        name=f"evaluation/{name}",
+        fn=evaluate,
+        config=EvalConfig(
+            checkpoint=checkpoint,
+            datasets={k: _path(v) for k, v in datasets.items()},
+            output_path=this_output_path(),
+            split=versioned(split),
+            max_documents=versioned(max_documents),
+            wait_for_checkpoint_s=600.0 if nonblocking else 0.0,
+        ),
+        description=f"evaluate {name} on {', '.join(sorted(datasets))}",
+        resources=resources or ResourceConfig(cpu=1),
+    )
+
+
+TUTORIAL_LADDER = {"sizes": [32, 48, 64, 96], "tokens_per_param": 20, "seq_len": 128, "train_batch_size": 16}
+"""The tutorial's ladder (proposed): widths and budgets small enough for a CPU. Its largest rung is what
+`benchmarks/gpu_train_check.py` trains on a GPU."""
+
+
+def ladder_model(width: int, seq_len: int = 128) -> LlamaModelConfig:
+    """The ladder's model of a given width: heads of 32, a 4x MLP, depth growing with width."""
+    return LlamaModelConfig(
+        seq_len=seq_len,
+        hidden_dim=width,
+        intermediate_dim=4 * width,
+        num_layers=max(2, width // 32),
+        num_heads=max(1, width // 32),
+        num_kv_heads=max(1, width // 32),
+    )
+
+
+def rung_steps(model: LlamaModelConfig, vocab_size: int, tokens_per_param: float, tokens_per_step: int) -> int:
+    """Steps that give `tokens_per_param` tokens per parameter (compute-matched: D = k·N)."""
+    return max(2, math.ceil(tokens_per_param * model.parameter_count(vocab_size) / tokens_per_step))
+
+
+@dataclasses.dataclass(frozen=True)
+class Ladder:
+    """The steps of a scaling ladder: one train and one evaluate step per rung, and the forecast."""
+
+    trains: list[ExecutorStep]
+    evaluations: list[ExecutorStep]
+    forecast: ExecutorStep
+
+    @property
+    def steps(self) -> list[ExecutorStep]:
+        return [*self.trains, *self.evaluations, self.forecast]
+
+
+def scaling_ladder(
+    name: str,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    *,
+    sizes: list[int | LlamaModelConfig],
+    vocab_size: int,
+    tokens_per_param: float = 20,
+    seq_len: int = 128,
+    train_batch_size: int = 16,
+    optimizer: OptimizerConfig = OptimizerConfig(),
+    eval_datasets: dict[str, StepOrPath] | None = None,
+    target_flops: float | None = None,
+    seed: int = 0,
+    max_eval_documents: int | None = None,
+    resources: ResourceConfig | None = None,
+    **train_options: Any,
+) -> Ladder:
+    """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
+    `target_flops` (default: 10x the largest rung) from loss(C) = a·C^(−b) + c with C = 6·N·D.
+
+    `sizes` are widths (see `ladder_model`) or full model configs; `vocab_size` is the tokenizer's (it sets
+    N, hence each rung's steps, when the experiment is defined, before any tokenizer exists).
+    """
+    if len(sizes) < 3:
+        raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
+    models = [s if isinstance(s, LlamaModelConfig) else ladder_model(s, seq_len) for s in sizes]
+    tokens_per_step = train_batch_size * seq_len
+    held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
+    trains, evaluations, flops = [], [], []
+    for model in models:
+        rung = f"{name}/d{model.hidden_dim}-l{model.num_layers}"
+        steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
+        flops.append(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
+        trained = default_train(
+            rung,
+            tokenized,
+            model=model,
+            optimizer=optimizer,
+            train_batch_size=train_batch_size,
+            num_train_steps=steps,
+            seed=seed,
+            resources=resources,
+            **train_options,
+        )
+        trains.append(trained)
+        evaluations.append(default_eval(rung, trained, held_out, max_documents=max_eval_documents))
+    target = target_flops if target_flops is not None else 10 * max(flops)
+    forecast_step = ExecutorStep(
+        name=f"forecast/{name}",
+        fn=forecast,
+        config=ForecastConfig(
+            evaluations=[output_path_of(e) for e in evaluations],
+            output_path=this_output_path(),
+            target_flops=versioned(float(target)),
+        ),
+        description=f"forecast {name}: fit loss(C) over {len(models)} rungs, predict at {target:.3g} FLOPs",
+    )
+    return Ladder(trains, evaluations, forecast_step)

@@ -1,0 +1,256 @@
+"""The forecast step: fit loss(C) = a·C^(−b) + c to a scaling ladder's evaluations and extrapolate.
+
+This is how a lab de-risks a big run: train a ladder of small models at compute-matched budgets
+(C = 6·N·D FLOPs for N parameters and D tokens), fit the law to their held-out losses, and read off the
+loss the big run should reach before paying for it. With the rungs' compute spread over orders of
+magnitude, the fit is done on C / C_ref (C_ref the geometric mean of the rungs' compute) so that the
+least-squares problem is well conditioned; `a` is reported for raw FLOPs. The interval is the spread of
+predictions under the fit's parameter covariance (drawn with `seed`); with exactly three rungs the law
+goes through every point and no interval can be given (it is null, with the reason).
+
+Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals,
+prediction with its interval) and `forecast.png` (the rungs, the fitted law, the prediction).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import posixpath
+from dataclasses import dataclass
+
+from marin.training.config import has_placeholders
+
+logger = logging.getLogger(__name__)
+
+
+def _url_to_fs(path: str):
+    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
+
+    return url_to_fs(path)
+
+
+def _open(path: str, mode: str = "r"):
+    import fsspec
+
+    return fsspec.open(path, mode)
+
+
+_METRICS = ("loss", "bpb")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForecastConfig:
+    """Fit the scaling law to evaluations and predict the loss at `target_flops`."""
+
+    evaluations: list[str]
+    """Evaluate steps' outputs (each holds `results.json`), one per rung."""
+    output_path: str
+    """This step's folder: `forecast.json`, `forecast.png`."""
+    target_flops: float
+    """Compute (6·N·D FLOPs) of the run to forecast."""
+    dataset: str | None = None
+    """Which held-out set's figure to fit; None: the macro average over the sets."""
+    metric: str = "loss"
+    """loss (nats per token) or bpb (bits per byte)."""
+    confidence: float = 0.95
+    """Coverage of the prediction interval."""
+    samples: int = 4000
+    """Parameter draws used to form the interval."""
+    seed: int = 0
+    """Seed of those draws."""
+
+    def __post_init__(self) -> None:
+        if has_placeholders(self):
+            return
+        if len(self.evaluations) < 3:
+            raise ValueError(f"forecast.evaluations needs at least 3 rungs to fit a, b, c; got {len(self.evaluations)}")
+        if self.metric not in _METRICS:
+            raise ValueError(f"forecast.metric must be one of {_METRICS}, got {self.metric!r}")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"forecast.confidence must be in (0, 1), got {self.confidence}")
+        if not self.target_flops > 0:
+            raise ValueError(f"forecast.target_flops must be > 0, got {self.target_flops}")
+
+
+def law(flops, a: float, b: float, c: float):
+    return a * flops ** (-b) + c
+
+
+@dataclass(frozen=True)
+class Fit:
+    a: float
+    b: float
+    c: float
+    reference_flops: float
+    covariance: list[list[float]] | None
+    """Covariance of (A, b, c), where A = a·reference_flops^(−b) is the coefficient on C / C_ref."""
+
+    def predict(self, flops):
+        import numpy as np
+
+        return law(np.asarray(flops, dtype=float), self.a, self.b, self.c)
+
+
+def fit_law(flops, losses) -> Fit:
+    """Least-squares fit of loss = a·C^(−b) + c, with a, b > 0 and 0 <= c <= min(loss)."""
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    flops = np.asarray(flops, dtype=float)
+    losses = np.asarray(losses, dtype=float)
+    if len(flops) < 3:
+        raise ValueError(f"need at least 3 points to fit a, b, c; got {len(flops)}")
+    if np.any(flops <= 0):
+        raise ValueError("every rung needs positive compute (flops)")
+    ref = float(np.exp(np.mean(np.log(flops))))
+    x = flops / ref
+
+    def scaled(x, big_a, b, c):
+        return big_a * x ** (-b) + c
+
+    low = float(losses.min())
+    best = None
+    for c0 in (0.0, 0.5 * low, 0.9 * low):
+        for b0 in (0.05, 0.2, 0.5, 1.0):
+            a0 = max(float(np.mean(losses)) - c0, 1e-6)
+            try:
+                popt, pcov = curve_fit(
+                    scaled,
+                    x,
+                    losses,
+                    p0=(a0, b0, c0),
+                    bounds=([1e-12, 1e-6, 0.0], [np.inf, 10.0, low]),
+                    maxfev=20000,
+                )
+            except RuntimeError:
+                continue
+            sse = float(np.sum((scaled(x, *popt) - losses) ** 2))
+            if best is None or sse < best[0]:
+                best = (sse, popt, pcov)
+    if best is None:
+        raise RuntimeError("the scaling-law fit did not converge from any starting point")
+    _, (big_a, b, c), pcov = best
+    covariance = pcov.tolist() if len(flops) > 3 and np.all(np.isfinite(pcov)) else None
+    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance)
+
+
+def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int, seed: int):
+    """(low, high) of the predicted loss at `flops` under the fit's parameter covariance, or None."""
+    import numpy as np
+
+    if fit.covariance is None:
+        return None
+    rng = np.random.default_rng(seed)
+    big_a = fit.a * fit.reference_flops ** (-fit.b)
+    draws = rng.multivariate_normal([big_a, fit.b, fit.c], np.asarray(fit.covariance), size=samples)
+    x = flops / fit.reference_flops
+    preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2]
+    tail = (1 - confidence) / 2
+    return float(np.quantile(preds, tail)), float(np.quantile(preds, 1 - tail))
+
+
+def _read(path: str) -> dict:
+    with _open(path, "r") as f:
+        return json.load(f)
+
+
+def _rung(results: dict, config: ForecastConfig, where: str) -> float:
+    if config.dataset is None:
+        return results[f"macro_{config.metric}"]
+    if config.dataset not in results["datasets"]:
+        raise KeyError(f"forecast.dataset {config.dataset!r} is not in {where} (has {sorted(results['datasets'])})")
+    return results["datasets"][config.dataset][config.metric]
+
+
+def forecast(config: ForecastConfig) -> dict:
+    """Fit the law to the rungs, predict at the target, write `forecast.json` and `forecast.png`."""
+    rungs = []
+    for evaluation in config.evaluations:
+        where = posixpath.join(evaluation, "results.json")
+        results = _read(where)
+        rungs.append(
+            {
+                "evaluation": evaluation,
+                "checkpoint": results["checkpoint"],
+                "parameter_count": results["parameter_count"],
+                "tokens": results["tokens"],
+                "flops": results["flops"],
+                config.metric: _rung(results, config, where),
+            }
+        )
+    rungs.sort(key=lambda r: r["flops"])
+    fit = fit_law([r["flops"] for r in rungs], [r[config.metric] for r in rungs])
+    for r in rungs:
+        r["fitted"] = float(fit.predict(r["flops"]))
+        r["residual"] = r[config.metric] - r["fitted"]
+    predicted = float(fit.predict(config.target_flops))
+    interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
+    out = {
+        "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
+        "metric": config.metric,
+        "dataset": config.dataset,
+        "fit": {"a": fit.a, "b": fit.b, "c": fit.c, "reference_flops": fit.reference_flops},
+        "covariance_scaled": fit.covariance,
+        "rungs": rungs,
+        "rmse": math.sqrt(sum(r["residual"] ** 2 for r in rungs) / len(rungs)),
+        "prediction": {
+            "flops": config.target_flops,
+            config.metric: predicted,
+            "interval": list(interval) if interval else None,
+            "confidence": config.confidence,
+            "interval_note": None if interval else "3 rungs fit a, b, c exactly: add rungs for an interval",
+        },
+    }
+    fs, plain = _url_to_fs(config.output_path)
+    fs.makedirs(plain, exist_ok=True)
+    with fs.open(posixpath.join(plain, "forecast.json"), "w") as f:
+        f.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    with fs.open(posixpath.join(plain, "forecast.png"), "wb") as f:
+        f.write(plot(fit, rungs, config, predicted, interval))
+    logger.info(
+        "forecast at %.3g FLOPs: %s %.4f (interval %s)", config.target_flops, config.metric, predicted, interval
+    )
+    return out
+
+
+def plot(fit: Fit, rungs: list[dict], config: ForecastConfig, predicted: float, interval) -> bytes:
+    """The rungs, the fitted law out to the target, and the prediction, as PNG bytes."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    flops = np.array([r["flops"] for r in rungs])
+    values = np.array([r[config.metric] for r in rungs])
+    grid = np.geomspace(min(flops.min(), config.target_flops) / 1.5, max(flops.max(), config.target_flops) * 1.5, 200)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    ax.plot(grid, fit.predict(grid), color="tab:blue", label=f"fit: {fit.a:.3g}·C^-{fit.b:.3f} + {fit.c:.3f}")
+    ax.scatter(flops, values, color="tab:orange", zorder=3, label="ladder rungs")
+    if interval is not None:
+        ax.errorbar(
+            [config.target_flops],
+            [predicted],
+            yerr=[[predicted - interval[0]], [interval[1] - predicted]],
+            fmt="*",
+            color="tab:red",
+            markersize=12,
+            capsize=4,
+            label=f"forecast ({config.confidence:.0%} interval)",
+        )
+    else:
+        ax.plot([config.target_flops], [predicted], "*", color="tab:red", markersize=12, label="forecast")
+    ax.set_xscale("log")
+    ax.set_xlabel("compute C = 6·N·D (FLOPs)")
+    ax.set_ylabel(f"held-out {config.metric}" + (f" ({config.dataset})" if config.dataset else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,78 @@
+"""Finding checkpoints in a train step's output, on any fsspec storage, without importing Levanter.
+
+Levanter writes a checkpoint as `checkpoints/step-<N>/` and writes its `metadata.json` last, in the commit
+callback; a folder without it is a checkpoint still being written (or one a crash cut short). Readers here
+trust only that marker, so an evaluation pointed at a run still in progress reads its latest complete
+checkpoint and never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+
+_STEP_DIR = re.compile(r"^step-(\d+)$")
+
+
+def _url_to_fs(path: str):
+    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
+
+    return url_to_fs(path)
+
+
+def _open(path: str, mode: str = "r"):
+    import fsspec
+
+    return fsspec.open(path, mode)
+
+
+def _fs(path: str):
+    fs, plain = _url_to_fs(path)
+    return fs, plain
+
+
+def _rejoin(original: str, plain: str) -> str:
+    protocol = original.split("://", 1)[0] if "://" in original else None
+    return f"{protocol}://{plain}" if protocol and not plain.startswith(f"{protocol}://") else plain
+
+
+def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
+    """Complete checkpoints under `<train_output>/checkpoints/` as (step, path), oldest first."""
+    fs, plain = _fs(train_output)
+    root = posixpath.join(plain, "checkpoints")
+    if not fs.exists(root):
+        return []
+    found = []
+    for entry in fs.ls(root, detail=False):
+        match = _STEP_DIR.match(posixpath.basename(entry.rstrip("/")))
+        if match and fs.exists(posixpath.join(entry, "metadata.json")):
+            found.append((int(match.group(1)), _rejoin(train_output, entry)))
+    return sorted(found)
+
+
+def checkpoint_step(checkpoint: str) -> int:
+    """The step recorded in a checkpoint's `metadata.json`."""
+    fs, plain = _fs(checkpoint)
+    with fs.open(posixpath.join(plain, "metadata.json")) as f:
+        return int(json.load(f)["step"])
+
+
+def is_checkpoint(path: str) -> bool:
+    fs, plain = _fs(path)
+    return fs.exists(posixpath.join(plain, "metadata.json"))
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A checkpoint folder itself, or the latest complete checkpoint of a train step's output."""
+    if is_checkpoint(path):
+        return path
+    found = list_checkpoints(path)
+    if not found:
+        raise FileNotFoundError(f"no complete checkpoint (a step-N folder with metadata.json) under {path}/checkpoints")
+    return found[-1][1]
+
+
+def train_output_of(checkpoint: str) -> str:
+    """The train step's output folder that holds `checkpoint` (`<out>/checkpoints/step-N`)."""
+    return checkpoint.rstrip("/").rsplit("/", 2)[0]

@@ -1,0 +1,221 @@
+"""Configs of the train step: the model, the optimizer and the run, as frozen dataclasses.
+
+They hold plain values only (no Levanter objects), so that an experiment can hash them and a record can
+rebuild them, and they are checked when built: a model whose heads do not divide its width fails here,
+naming the field, before any tokenizer is read or any array is allocated. `marin.training.train` turns
+them into Levanter's `TrainLmConfig` at run time.
+
+Example: `TrainConfig(data={"shakespeare": "/lab/tokenized/tiny-1a2b3c4d"}, output_path=...,
+model=LlamaModelConfig(hidden_dim=64, num_heads=4), train_batch_size=16, num_train_steps=200)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+_LR_SCHEDULES = ("constant", "cosine", "linear", "inv_sqrt")
+_PRECISIONS = ("f32", "bf16")
+_WANDB_MODES = ("offline", "online", "disabled")
+
+
+def has_placeholders(config) -> bool:
+    """True while an experiment still holds markers (versioned, output_path_of, ...) in `config`'s fields:
+    validation then waits for the executor, which rebuilds the config from plain values (and so checks it)."""
+
+    def marked(value) -> bool:
+        if isinstance(value, dict):
+            return any(marked(v) for v in value.values())
+        if isinstance(value, list | tuple):
+            return any(marked(v) for v in value)
+        return type(value).__module__.startswith("marin.execution")
+
+    return any(marked(getattr(config, f)) for f in config.__dataclass_fields__)
+
+
+def _positive(owner: str, **values: int | float) -> None:
+    for name, value in values.items():
+        if value <= 0:
+            raise ValueError(f"{owner}.{name} must be > 0, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaModelConfig:
+    """A Llama-family decoder (Levanter's `LlamaConfig`), sized by the fields below."""
+
+    seq_len: int = 128
+    """Tokens per training example (context length)."""
+    hidden_dim: int = 64
+    """Width of the residual stream."""
+    intermediate_dim: int = 128
+    """Width of the SwiGLU MLP."""
+    num_layers: int = 2
+    """Number of transformer blocks."""
+    num_heads: int = 4
+    """Attention heads; must divide `hidden_dim`."""
+    num_kv_heads: int = 4
+    """Key/value heads (grouped-query attention); must divide `num_heads`."""
+    tie_word_embeddings: bool = False
+    """Share the input embedding with the output head."""
+    rope_theta: float = 10000.0
+    """Base of the rotary position embedding."""
+
+    def __post_init__(self) -> None:
+        if has_placeholders(self):
+            return
+        _positive(
+            "model",
+            seq_len=self.seq_len,
+            hidden_dim=self.hidden_dim,
+            intermediate_dim=self.intermediate_dim,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_kv_heads,
+            rope_theta=self.rope_theta,
+        )
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                f"model.num_heads={self.num_heads} does not divide model.hidden_dim={self.hidden_dim}: "
+                "choose num_heads so that hidden_dim / num_heads is a whole head size"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"model.num_kv_heads={self.num_kv_heads} does not divide model.num_heads={self.num_heads}")
+        if (self.hidden_dim // self.num_heads) % 2:
+            raise ValueError(
+                f"model head size hidden_dim/num_heads = {self.hidden_dim // self.num_heads} is odd; "
+                "rotary embeddings need an even head size (change model.num_heads or model.hidden_dim)"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_dim // self.num_heads
+
+    def parameter_count(self, vocab_size: int) -> int:
+        """Trainable parameters with a vocabulary of `vocab_size` (equals Levanter's count)."""
+        h, m, hd = self.hidden_dim, self.intermediate_dim, self.head_dim
+        attention = h * self.num_heads * hd * 2 + h * self.num_kv_heads * hd * 2
+        block = attention + 3 * h * m + 2 * h
+        embeddings = vocab_size * h * (1 if self.tie_word_embeddings else 2)
+        return self.num_layers * block + h + embeddings
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerConfig:
+    """AdamW with a warmup, then a decay to `min_lr_ratio` of the peak (Levanter's `AdamConfig`)."""
+
+    learning_rate: float = 3e-3
+    """Peak learning rate."""
+    weight_decay: float = 0.1
+    """Decoupled weight decay (not applied to norms and embeddings)."""
+    beta1: float = 0.9
+    """Adam first-moment decay."""
+    beta2: float = 0.95
+    """Adam second-moment decay."""
+    epsilon: float = 1e-8
+    """Adam epsilon."""
+    max_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this; None disables clipping."""
+    warmup: float = 0.1
+    """Warmup length: a fraction of the steps if < 1, else a number of steps."""
+    lr_schedule: str = "cosine"
+    """Decay after warmup: one of constant, cosine, linear, inv_sqrt."""
+    min_lr_ratio: float = 0.1
+    """Final learning rate as a fraction of the peak."""
+
+    def __post_init__(self) -> None:
+        if has_placeholders(self):
+            return
+        _positive("optimizer", learning_rate=self.learning_rate)
+        if self.lr_schedule not in _LR_SCHEDULES:
+            raise ValueError(f"optimizer.lr_schedule must be one of {_LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if self.warmup < 0:
+            raise ValueError(f"optimizer.warmup must be >= 0, got {self.warmup!r}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"optimizer.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """One training run (or one phase of a multi-phase run) of a Llama model on tokenized data."""
+
+    data: dict[str, str]
+    """Tokenized datasets by name: each value is a tokenize step's output (holding `train/`, `validation/`)."""
+    output_path: str
+    """This step's folder: `checkpoints/`, `hf/`, `metrics.jsonl`, `wandb/`, `train_info.json`, `phase.json`."""
+    weights: dict[str, float] | None = None
+    """Mixture weights by dataset name (normalised); None means one dataset, or equal weights."""
+    tokenizer: str | None = None
+    """Tokenizer folder; None reads it from the first dataset's `tokenize_info.json`."""
+    model: LlamaModelConfig = field(default_factory=LlamaModelConfig)
+    """The model."""
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """The optimizer and learning-rate schedule."""
+    train_batch_size: int = 16
+    """Sequences per optimizer step (tokens per step = train_batch_size * model.seq_len)."""
+    num_train_steps: int = 100
+    """Optimizer steps of this run (of this phase, for a phase)."""
+    seed: int = 0
+    """Seed of the model initialisation, the data order and the mixture."""
+    epochs: int = 0
+    """One dataset: 0 allows a single pass (too little data is an error before training); k > 0 allows up to
+    k passes. A mixture restarts exhausted datasets and ignores this."""
+    initialize_from: str | None = None
+    """A previous train step's output: start from its final parameters with a fresh optimizer and schedule."""
+    checkpoint_every_steps: int = 1000
+    """Keep a checkpoint every this many steps (the final step is always kept)."""
+    checkpoint_every_minutes: float = 10.0
+    """Also write a temporary checkpoint (replaced by the next one) after this many minutes."""
+    steps_per_eval: int = 0
+    """Evaluate on the validation splits every this many steps (logged to metrics.jsonl); 0: never."""
+    max_eval_batches: int | None = 8
+    """Batches per validation set at each in-training evaluation; None: the whole set."""
+    per_device_parallelism: int = -1
+    """Sequences per device per forward pass (gradient accumulation when smaller); -1: the whole batch."""
+    precision: str = "f32"
+    """f32, or bf16 (parameters in f32, compute in bfloat16)."""
+    hf_export: bool = True
+    """Write the final model as a Hugging Face checkpoint under `hf/step-<N>/`."""
+    wandb_mode: str = "offline"
+    """offline (run folder under `wandb/` in the output), online (needs credentials) or disabled."""
+    wandb_project: str = "marin"
+    """W&B project."""
+    wandb_entity: str | None = None
+    """W&B entity (user or team); None: the default of the credentials."""
+    require_accelerator: bool = False
+    """Fail instead of training on the CPU when no GPU/TPU is visible."""
+
+    def __post_init__(self) -> None:
+        if has_placeholders(self):
+            return
+        if not self.data:
+            raise ValueError("train.data must name at least one tokenized dataset")
+        _positive(
+            "train",
+            train_batch_size=self.train_batch_size,
+            num_train_steps=self.num_train_steps,
+            checkpoint_every_steps=self.checkpoint_every_steps,
+            checkpoint_every_minutes=self.checkpoint_every_minutes,
+        )
+        if self.num_train_steps < 2:
+            raise ValueError(
+                f"train.num_train_steps must be >= 2, got {self.num_train_steps} (Levanter never checkpoints step 0)"
+            )
+        if self.epochs < 0:
+            raise ValueError(f"train.epochs must be >= 0, got {self.epochs}")
+        if self.steps_per_eval < 0:
+            raise ValueError(f"train.steps_per_eval must be >= 0, got {self.steps_per_eval}")
+        if self.weights is not None:
+            unknown = sorted(set(self.weights) - set(self.data))
+            if unknown:
+                raise ValueError(f"train.weights names {unknown}, which are not in train.data {sorted(self.data)}")
+            if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
+                raise ValueError(f"train.weights must be >= 0 with a positive sum, got {self.weights}")
+        if self.precision not in _PRECISIONS:
+            raise ValueError(f"train.precision must be one of {_PRECISIONS}, got {self.precision!r}")
+        if self.wandb_mode not in _WANDB_MODES:
+            raise ValueError(f"train.wandb_mode must be one of {_WANDB_MODES}, got {self.wandb_mode!r}")
+        if self.per_device_parallelism != -1 and self.per_device_parallelism <= 0:
+            raise ValueError(f"train.per_device_parallelism must be -1 or > 0, got {self.per_device_parallelism}")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.train_batch_size * self.model.seq_len

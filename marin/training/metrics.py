@@ -1,0 +1,150 @@
+"""`metrics.jsonl`: one line per training step, written by a Levanter tracker into the step's folder.
+
+Levanter reports a step's numbers in several calls (the loss, then throughput, then evaluation), so the
+tracker gathers them by step and writes a line when the next step begins. Each line holds `step`
+(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
+step's computation), `elapsed_s` (wall clock since this process began training, when the step began), and
+`eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps. Only the timing fields
+vary between two runs with one seed.
+
+A run resumed from a checkpoint repeats the steps after that checkpoint: when a step arrives, every line
+from that step on is dropped first, so the file always reads as one uninterrupted run. Local files are
+appended to line by line (a killed run loses at most the step in flight); other storage is rewritten
+whole, at most every `remote_flush_s` seconds and at the end.
+
+This module imports Levanter: import it only inside the train step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from levanter.tracker import Tracker
+from levanter.tracker.tracker import TrackerConfig
+
+logger = logging.getLogger(__name__)
+
+_FIELDS = {
+    "train/loss": "loss",
+    "optim/learning_rate": "lr",
+    "throughput/total_tokens": "tokens",
+    "throughput/tokens_per_second": "tokens_per_second",
+    "throughput/duration": "duration_s",
+}
+TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s")
+
+
+def _scalar(value: Any) -> float | int | None:
+    try:
+        value = value.item() if hasattr(value, "item") else value
+    except (TypeError, ValueError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if isinstance(value, int) or math.isfinite(value) else None
+
+
+def _pick(metrics: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = _FIELDS.get(key)
+        if name is None and key.startswith("eval/") and key.endswith(("/loss", "/bpb")):
+            parts = [part for part in key.split("/") if part]
+            name = "eval_" + "_".join(parts[1:]) if len(parts) > 2 else None
+        if name is None and key in ("eval/loss", "eval/bpb"):
+            name = key.replace("/", "_")
+        if name is not None:
+            scalar = _scalar(value)
+            if scalar is not None:
+                out[name] = scalar
+    return out
+
+
+class MetricsJsonlTracker(Tracker):
+    name: str = "marin_metrics"
+
+    def __init__(self, path: str, remote_flush_s: float):
+        self.path = path
+        self.fs, self.plain = fsspec.core.url_to_fs(path)
+        self.local = self.fs.protocol in ("file", ("file", "local")) or "file" in self.fs.protocol
+        self.remote_flush_s = remote_flush_s
+        self.fs.makedirs(self.fs._parent(self.plain), exist_ok=True)
+        self.lines: list[dict[str, Any]] = []
+        if self.fs.exists(self.plain):
+            with self.fs.open(self.plain, "r") as f:
+                self.lines = [json.loads(line) for line in f if line.strip()]
+        self.pending: dict[str, Any] | None = None
+        self.truncated = False
+        self.last_flush = self.started = time.monotonic()
+
+    def _drop_from(self, step: int) -> None:
+        kept = [line for line in self.lines if line["step"] < step]
+        if len(kept) != len(self.lines):
+            logger.info(
+                "metrics.jsonl: dropping %d lines from step %d on (resumed run)", len(self.lines) - len(kept), step
+            )
+            self.lines = kept
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        with self.fs.open(self.plain, "w") as f:
+            f.writelines(json.dumps(line, sort_keys=True) + "\n" for line in self.lines)
+        self.last_flush = time.monotonic()
+
+    def _emit(self) -> None:
+        if self.pending is None:
+            return
+        line, self.pending = self.pending, None
+        self.lines.append(line)
+        if self.local:
+            with self.fs.open(self.plain, "a") as f:
+                f.write(json.dumps(line, sort_keys=True) + "\n")
+        elif time.monotonic() - self.last_flush >= self.remote_flush_s:
+            self._rewrite()
+
+    def log(self, metrics, *, step, commit=None):
+        del commit
+        if step is None:
+            return
+        picked = _pick(dict(metrics))
+        if not picked:
+            return
+        step = int(step)
+        if not self.truncated:
+            self.truncated = True
+            self._drop_from(step)
+        if self.pending is not None and self.pending["step"] != step:
+            self._emit()
+        if self.pending is None:
+            self.pending = {"step": step, "elapsed_s": round(time.monotonic() - self.started, 4)}
+        self.pending.update(picked)
+
+    def log_hyperparameters(self, hparams):
+        pass
+
+    def log_summary(self, metrics):
+        pass
+
+    def log_artifact(self, artifact_path, *, name=None, type=None):
+        pass
+
+    def finish(self):
+        self._emit()
+        if not self.local:
+            self._rewrite()
+
+
+@TrackerConfig.register_subclass("marin_metrics")
+@dataclass
+class MetricsJsonlConfig(TrackerConfig):
+    path: str = "metrics.jsonl"
+    remote_flush_s: float = 30.0
+
+    def init(self, run_id):
+        return MetricsJsonlTracker(self.path, self.remote_flush_s)

@@ -1,0 +1,353 @@
+"""The train step: Levanter's `train_lm` on tokenized data, with everything inside the step's folder.
+
+`train(config)` checks its inputs (the config, every dataset's cache, the tokenizer, the parent phase)
+before anything heavy runs, then builds Levanter's `TrainLmConfig` and calls `levanter.main.train_lm.main`
+itself, so marin trains exactly as Levanter does. What it adds is the layout of the output:
+
+    <output>/checkpoints/step-<N>/   Levanter checkpoints (a run killed and rerun resumes from the latest)
+    <output>/hf/step-<N>/            the final model as a Hugging Face checkpoint
+    <output>/metrics.jsonl           step, loss, lr, tokens, throughput (see marin.training.metrics)
+    <output>/wandb/                  the W&B run folder (offline unless the config says online)
+    <output>/train_info.json         what was trained: model, data, parameter count, tokens, final checkpoint
+    <output>/phase.json              for a phase started from a previous run: that run and its checkpoint
+
+A phase (`initialize_from=<previous train output>`) starts from the previous run's final parameters, loaded
+from its HF export, with a fresh optimizer, step counter and data order, so that its mixture, schedule and
+length can all change. Levanter never starts a Ray cluster here, and no accelerator is required unless the
+config asks for one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import posixpath
+import tempfile
+import time
+from datetime import timedelta
+
+from marin.training.checkpoints import list_checkpoints
+from marin.training.config import TrainConfig
+from marin.training.model_io import export_hf, levanter_llama
+
+logger = logging.getLogger(__name__)
+
+
+def _url_to_fs(path: str):
+    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
+
+    return url_to_fs(path)
+
+
+def _open(path: str, mode: str = "r"):
+    import fsspec
+
+    return fsspec.open(path, mode)
+
+
+def _read_json(path: str) -> dict:
+    with _open(path, "r") as f:
+        return json.load(f)
+
+
+def _write_json(path: str, obj: dict) -> None:
+    with _open(path, "w") as f:
+        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def _exists(path: str) -> bool:
+    fs, plain = _url_to_fs(path)
+    return fs.exists(plain)
+
+
+def tokenizer_of(tokenized_path: str) -> str:
+    """The tokenizer folder a tokenize step's output names in its `tokenize_info.json`."""
+    info_path = posixpath.join(tokenized_path, "tokenize_info.json")
+    if not _exists(info_path):
+        raise FileNotFoundError(f"{info_path} is missing: pass the tokenizer folder explicitly (config.tokenizer)")
+    info = _read_json(info_path)
+    for key in ("tokenizer", "tokenizer_path"):
+        if info.get(key):
+            return info[key]
+    raise ValueError(f"{info_path} names no tokenizer (expected a 'tokenizer' field)")
+
+
+def resolve_tokenizer(config: TrainConfig) -> str:
+    return config.tokenizer or tokenizer_of(next(iter(config.data.values())))
+
+
+def mixture_weights(config: TrainConfig) -> dict[str, float]:
+    weights = config.weights or {name: 1.0 for name in config.data}
+    total = sum(weights.values())
+    return {name: weights.get(name, 0.0) / total for name in config.data}
+
+
+def check_inputs(config: TrainConfig) -> dict:
+    """Everything that can be wrong before compute: raises naming the field or path. Returns the parent."""
+    weights = mixture_weights(config)
+    for name, path in config.data.items():
+        if weights[name] > 0 and not _exists(posixpath.join(path, "train", "shard_ledger.json")):
+            raise FileNotFoundError(
+                f"train.data[{name!r}]: {path}/train is not a finished tokenized cache (no shard_ledger.json)"
+            )
+    tokenizer = resolve_tokenizer(config)
+    if not _exists(posixpath.join(tokenizer, "tokenizer_config.json")):
+        raise FileNotFoundError(f"train.tokenizer: {tokenizer} is not a tokenizer folder (no tokenizer_config.json)")
+    if len(config.data) == 1:
+        _check_enough_data(config)
+    if config.initialize_from is None:
+        return {}
+    info_path = posixpath.join(config.initialize_from, "train_info.json")
+    if not _exists(info_path):
+        raise FileNotFoundError(f"train.initialize_from: {info_path} is missing (is it a finished train step?)")
+    parent = _read_json(info_path)
+    if not parent.get("complete"):
+        raise ValueError(f"train.initialize_from: {config.initialize_from} has not finished training")
+    if not parent.get("hf_export"):
+        raise ValueError(f"train.initialize_from: {config.initialize_from} has no HF export to start from")
+    if parent["model"] != _model_dict(config, parent_model=parent["model"]):
+        raise ValueError(
+            f"train.model differs from the parent's model ({config.initialize_from}) in more than seq_len: "
+            f"{parent['model']} vs {dataclasses.asdict(config.model)}"
+        )
+    return parent
+
+
+def _check_enough_data(config: TrainConfig) -> None:
+    from levanter.data.text import cached_token_count
+
+    ((name, path),) = config.data.items()
+    sequences = cached_token_count(posixpath.join(path, "train")) // config.model.seq_len
+    needed = config.num_train_steps * config.train_batch_size
+    passes = max(config.epochs, 1)
+    if sequences * passes < needed:
+        raise ValueError(
+            f"train.data[{name!r}] holds {sequences} sequences of {config.model.seq_len} tokens, but "
+            f"{config.num_train_steps} steps of {config.train_batch_size} need {needed}: "
+            f"raise train.epochs to {-(-needed // max(sequences, 1))} or train fewer steps"
+        )
+
+
+def _model_dict(config: TrainConfig, parent_model: dict | None = None) -> dict:
+    model = dataclasses.asdict(config.model)
+    if parent_model is not None:
+        model["seq_len"] = parent_model["seq_len"]
+    return model
+
+
+def levanter_data_config(config: TrainConfig, tokenizer: str):
+    from levanter.data.text import LMMixtureDatasetConfig, UrlDatasetSourceConfig, UrlSingleDatasetLMConfig
+
+    if len(config.data) == 1:
+        (path,) = config.data.values()
+        return UrlSingleDatasetLMConfig(cache_dir=path, tokenizer=tokenizer, shuffle=True, permutation_type="feistel")
+    return LMMixtureDatasetConfig(
+        cache_dir=None,
+        configs={name: UrlDatasetSourceConfig(cache_dir=path) for name, path in config.data.items()},
+        train_weights=mixture_weights(config),
+        tokenizer=tokenizer,
+        shuffle=True,
+        permutation_type="feistel",
+    )
+
+
+def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: str):
+    """The `TrainLmConfig` marin runs; the benchmark runs the same object through `train_lm` directly."""
+    import jmp
+    from levanter.checkpoint import CheckpointerConfig
+    from levanter.distributed import RayConfig
+    from levanter.main.train_lm import TrainLmConfig
+    from levanter.optim import AdamConfig
+    from levanter.tracker.wandb import WandbConfig
+    from levanter.trainer import TrainerConfig
+
+    from marin.training.metrics import MetricsJsonlConfig
+
+    out = config.output_path
+    o = config.optimizer
+    trackers = [MetricsJsonlConfig(path=posixpath.join(out, "metrics.jsonl"))]
+    if config.wandb_mode != "disabled":
+        trackers.append(
+            WandbConfig(
+                project=config.wandb_project,
+                entity=config.wandb_entity,
+                id=run_id,
+                name=run_id,
+                mode=config.wandb_mode,
+                resume="allow",
+                save_code=False,
+            )
+        )
+    policy = "f32" if config.precision == "f32" else "p=f32,c=bfloat16"
+    trainer = TrainerConfig(
+        seed=config.seed,
+        mp=jmp.get_policy(policy),
+        id=run_id,
+        tracker=tuple(trackers),
+        log_dir=_local_log_dir(),
+        log_jaxprs=False,
+        log_xla_hlo=False,
+        train_batch_size=config.train_batch_size,
+        per_device_parallelism=config.per_device_parallelism,
+        num_train_steps=config.num_train_steps,
+        steps_per_eval=config.steps_per_eval or config.num_train_steps + 1,
+        max_eval_batches=config.max_eval_batches,
+        checkpointer=CheckpointerConfig(
+            base_path=posixpath.join(out, "checkpoints"),
+            save_interval=timedelta(minutes=config.checkpoint_every_minutes),
+            keep=_keep_policy(config),
+            append_run_id_to_base_path=False,
+        ),
+        ray=RayConfig(auto_start_cluster=False),
+        require_accelerator=config.require_accelerator,
+    )
+    optimizer = AdamConfig(
+        learning_rate=o.learning_rate,
+        weight_decay=o.weight_decay,
+        beta1=o.beta1,
+        beta2=o.beta2,
+        epsilon=o.epsilon,
+        max_grad_norm=o.max_grad_norm,
+        warmup=o.warmup,
+        lr_schedule=o.lr_schedule,
+        min_lr_ratio=o.min_lr_ratio,
+    )
+    return TrainLmConfig(
+        data=levanter_data_config(config, tokenizer),
+        trainer=trainer,
+        model=levanter_llama(config.model, tokenizer, parent["hf_export"] if parent else None),
+        optimizer=optimizer,
+        initialize_from_hf=parent["hf_export"] if parent else False,
+        epoch=config.epochs if len(config.data) == 1 else 0,
+    )
+
+
+def _keep_policy(config: TrainConfig) -> list[dict]:
+    """Keep every `checkpoint_every_steps`, and always the last step (Levanter's forced save at the end
+    does not reach its checkpointer, so the last step gets a policy of its own)."""
+    last = config.num_train_steps - 1
+    return [dict(every=config.checkpoint_every_steps, until=last - 1), dict(every=last, until=None)]
+
+
+def _local_log_dir():
+    from pathlib import Path
+
+    return Path(tempfile.gettempdir()) / "marin-levanter-logs"
+
+
+def run_id_of(output_path: str) -> str:
+    """A stable id for Levanter and W&B: the step folder's name (`<name>-<hash8>`), made id-safe."""
+    base = posixpath.basename(output_path.rstrip("/")) or "run"
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in base)[:120]
+
+
+@contextlib.contextmanager
+def _environment(overrides: dict[str, str]):
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def train(config: TrainConfig) -> None:
+    """Train (or resume training) the model of `config`, writing into `config.output_path`."""
+    parent = check_inputs(config)
+    tokenizer = resolve_tokenizer(config)
+    out = config.output_path
+    fs, plain = _url_to_fs(out)
+    fs.makedirs(plain, exist_ok=True)
+    if parent:
+        _write_json(
+            posixpath.join(out, "phase.json"),
+            {
+                "parent": config.initialize_from,
+                "parent_checkpoint": parent["final_checkpoint"],
+                "parent_hf_export": parent["hf_export"],
+                "parent_step": parent["final_step"],
+            },
+        )
+    _write_train_info(config, tokenizer, parent, None, None)
+    resumed = list_checkpoints(out)
+    logger.info(
+        "training %s: %d steps of %d tokens%s -> %s",
+        run_id_of(out),
+        config.num_train_steps,
+        config.tokens_per_step,
+        f", resuming from {resumed[-1][1]}" if resumed else "",
+        out,
+    )
+    run_id = run_id_of(out)
+    env = {"WANDB_SILENT": "true"}
+    if config.wandb_mode != "disabled":
+        wandb_dir = posixpath.join(plain, "wandb") if fs.protocol in ("file", ("file", "local")) else tempfile.mkdtemp()
+        os.makedirs(wandb_dir, exist_ok=True)
+        env["WANDB_DIR"] = wandb_dir
+    last = config.num_train_steps - 1
+    if resumed and resumed[-1][0] >= last:
+        logger.info("%s already holds the final checkpoint (step %d): not training again", out, resumed[-1][0])
+    else:
+        from levanter.main import train_lm
+
+        with _environment(env):
+            train_lm.main(levanter_config(config, tokenizer, parent, run_id))
+    final_checkpoint = _wait_for_checkpoint(out, last)
+    hf_path = posixpath.join(out, "hf", f"step-{last}")
+    if config.hf_export and not _exists(posixpath.join(hf_path, "config.json")):
+        export_hf(final_checkpoint, config.model, tokenizer, hf_path)
+    _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
+
+
+def _wait_for_checkpoint(out: str, step: int, timeout_s: float = 120.0) -> str:
+    """Levanter commits checkpoints asynchronously: wait for the final one's metadata.json."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = dict(list_checkpoints(out))
+        if step in found:
+            return found[step]
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"training ended but {out}/checkpoints/step-{step} was never completed")
+        time.sleep(0.2)
+
+
+def _write_train_info(
+    config: TrainConfig, tokenizer: str, parent: dict, final_checkpoint: str | None, hf_path: str | None
+) -> None:
+    """`train_info.json`: written when training starts (`complete: false`, so an evaluation of a running
+    run knows the model) and again at the end with the final checkpoint and HF export."""
+    from levanter.compat.hf_checkpoints import load_tokenizer
+
+    out = config.output_path
+    vocab_size = len(load_tokenizer(tokenizer))
+    n_params = config.model.parameter_count(vocab_size)
+    tokens = config.num_train_steps * config.tokens_per_step
+    _write_json(
+        posixpath.join(out, "train_info.json"),
+        {
+            "model": dataclasses.asdict(config.model),
+            "data": dict(config.data),
+            "weights": mixture_weights(config),
+            "tokenizer": tokenizer,
+            "vocab_size": vocab_size,
+            "parameter_count": n_params,
+            "num_train_steps": config.num_train_steps,
+            "train_batch_size": config.train_batch_size,
+            "tokens": tokens,
+            "flops": 6 * n_params * tokens,
+            "complete": final_checkpoint is not None,
+            "final_step": config.num_train_steps - 1,
+            "final_checkpoint": final_checkpoint,
+            "hf_export": hf_path,
+            "parent": config.initialize_from,
+            "total_tokens_including_parents": tokens
+            + (parent.get("total_tokens_including_parents", 0) if parent else 0),
+        },
+    )
