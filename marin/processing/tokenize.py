@@ -89,6 +89,17 @@ def _load_tokenizer(tokenizer_path: str):
     return load_tokenizer(tokenizer_path)
 
 
+def _chunked(items: Iterable, n: int) -> Iterator[list]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def _prefetch(items: Iterator, depth: int = 2) -> Iterator:
     """Yield `items` while a background thread computes the next ones (tokenizing overlaps cache writes)."""
     q: queue.Queue = queue.Queue(maxsize=depth)
@@ -132,6 +143,8 @@ def write_levanter_caches(
 ) -> dict[str, dict]:
     """Tokenize `(split, doc)` pairs into one finished Levanter cache per split in `cache_dirs`, in one pass.
 
+    Three threads overlap: one reads and parses documents, one tokenizes, this one writes the caches.
+
     Pairs for splits not in `cache_dirs` are skipped. A split that gets no document gets no cache.
     Returns counts per written split.
     """
@@ -145,7 +158,7 @@ def write_levanter_caches(
 
     def batches() -> Iterator[tuple[str, list[dict], list[dict]]]:
         pending: dict[str, list[dict]] = {split: [] for split in cache_dirs}
-        for split, doc in docs:
+        for split, doc in (pair for chunk in _prefetch(_chunked(docs, 256)) for pair in chunk):
             if split not in pending:
                 continue
             pending[split].append(doc)
