@@ -16,7 +16,7 @@ browser-deps:
 	@scripts/ensure_chromium.sh
 
 run: setup
-	$(PY) experiments/tutorial/hello_world.py
+	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
@@ -31,7 +31,10 @@ format: setup
 
 bench: setup
 	benchmarks/executor_bench.sh
-	$(PY) benchmarks/browser_bench.py
+	PYTHONPATH=. $(PY) benchmarks/browser_bench.py
+	PYTHONPATH=. $(PY) benchmarks/bucket_bench.py
+	PYTHONPATH=. $(PY) benchmarks/data_bench.py
+	PYTHONPATH=. $(PY) benchmarks/train_bench.py
 
 clean:
 	rm -rf .venv local_store

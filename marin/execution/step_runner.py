@@ -148,6 +148,25 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
 
 
 def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
+    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease."""
+    try:
+        return _run_with_lease_unguarded(task, lease)
+    except LeaseLost:
+        raise
+    except BaseException as exc:
+        logger.error("step %s: the runner itself failed: %s", task.name, exc)
+        try:
+            if lease.still_held():
+                write_status(task.output_path, FAILED)
+        except Exception as inner:
+            logger.error("step %s: could not record FAILED (%s); its lease will go stale", task.name, inner)
+        lease.release()
+        if isinstance(exc, Exception):
+            return StepOutcome("FAILED", error=f"runner error: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     out = task.output_path
     attempt = _next_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
@@ -190,13 +209,29 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
     if not lease.still_held():
         raise LeaseLost()
-    manifest = compute_manifest(out)
-    write_bytes(manifest_path(out), dump_json(manifest))
+    try:
+        manifest = compute_manifest(out)
+        write_bytes(manifest_path(out), dump_json(manifest))
+    except Exception as exc:
+        error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
+        _append_log(log_path, traceback.format_exc())
+        write_status(out, FAILED)
+        lease.release()
+        return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
     if not lease.still_held():
         raise LeaseLost()
     write_status(out, SUCCESS)
     lease.release()
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
+
+
+def _append_log(log_path: str, text: str) -> None:
+    try:
+        if is_local(log_path):
+            with open(strip_protocol(log_path), "a", encoding="utf-8") as f:
+                f.write(text)
+    except OSError:
+        pass
 
 
 def mark_dep_failed(output_path: str, info: dict) -> None:

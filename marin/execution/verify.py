@@ -80,8 +80,9 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
             cmp.verdict = "missing"
             cmp.details = [f"no SUCCESS manifest in {side}" for side, m in (("A", ma), ("B", mb)) if m is None]
         else:
-            files_a = {f["path"]: f for f in ma["files"]}
-            files_b = {f["path"]: f for f in mb["files"]}
+            volatile = {f["path"] for f in ma["files"] + mb["files"] if f.get("volatile")}
+            files_a = {f["path"]: f for f in ma["files"] if f["path"] not in volatile}
+            files_b = {f["path"]: f for f in mb["files"] if f["path"] not in volatile}
             for path in sorted(set(files_a) | set(files_b)):
                 fa, fb = files_a.get(path), files_b.get(path)
                 if fa is None or fb is None:
@@ -90,6 +91,8 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
                     cmp.details.append(f"{path}: {fa['size']} vs {fb['size']} bytes, sha256 differs")
             if cmp.details:
                 cmp.verdict = "differs"
+            elif volatile:
+                cmp.details.append(f"{len(volatile)} volatile file(s) not compared")
         if sb is not None and sb["hash"] != sa["hash"]:
             cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
             if cmp.verdict == "identical":

@@ -27,10 +27,13 @@ from marin.storage.files import (
     write_bytes,
     write_text,
 )
-from marin.storage.manifest import compute_manifest
-from marin.storage.paths import filesystem, is_local, join, protocol_of, relative_to, strip_protocol
+from marin.storage.manifest import VOLATILE_LIST, compute_manifest, write_volatile_list
+from marin.storage.paths import filesystem, is_local, join, portable_path, protocol_of, relative_to, strip_protocol
 
 __all__ = [
+    "VOLATILE_LIST",
+    "portable_path",
+    "write_volatile_list",
     "VersionedBytes",
     "append_line",
     "compute_manifest",
