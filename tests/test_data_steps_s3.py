@@ -60,7 +60,7 @@ def test_download_filter_dedup_and_train_tokenizer_on_s3_match_the_local_run(tmp
     s3.get("data-bucket/run/", str(tmp_path / "from_s3") + "/", recursive=True)
     local, remote = tree_bytes(tmp_path / "local"), tree_bytes(tmp_path / "from_s3")
     prov_local, prov_remote = (json.loads(t.pop("raw/provenance.json")) for t in (local, remote))
-    assert prov_remote["source"] == "s3://data-bucket/src" and prov_local["files"] == prov_remote["files"]
+    assert prov_remote["source"] == "../../src" and prov_local["files"] == prov_remote["files"]
     assert local == remote
     assert "deduped/part-00001.jsonl.gz" in remote and "filtered/stats.json" in remote
     assert "tok/tokenizer.json" in remote and "tok/train_info.json" in remote
