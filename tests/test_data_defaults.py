@@ -43,7 +43,8 @@ def test_data_steps_run_end_to_end_under_the_executor_and_hash_only_what_they_de
     removed = [json.loads(line) for line in (deduped / "removed_ids.jsonl").read_text().splitlines()]
     assert removed and all("/dup-" in r["id"] for r in removed)
     info = json.loads((tokenized / "tokenize_info.json").read_text())
-    assert info["tokenizer"] == str(tok)
+    assert (tokenized / info["tokenizer"]).resolve() == tok.resolve()
+    assert json.loads((raw / "provenance.json").read_text())["source"].startswith("../")
 
     cfg = UrlSingleDatasetLMConfig(
         cache_dir=str(tokenized), tokenizer=str(tok), format=TextLmDatasetFormat(), train_urls=[], validation_urls=[]

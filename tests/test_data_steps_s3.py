@@ -1,4 +1,4 @@
-"""The document steps on s3:// (a real S3 protocol server, moto, on 127.0.0.1) give the same bytes as on disk."""
+"""The document steps and train_tokenizer on s3:// (a real S3 protocol server, moto, on 127.0.0.1) give the same bytes as on disk."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from marin.download.download import DownloadConfig, download
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.filter import FilterConfig, filter_documents
+from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 from tests.data_docs import doc, english_doc, tree_bytes, write_shard
 
 
@@ -34,7 +35,7 @@ def s3(monkeypatch):
     server.stop()
 
 
-def test_download_filter_and_dedup_on_s3_match_the_local_run(tmp_path, s3):
+def test_download_filter_dedup_and_train_tokenizer_on_s3_match_the_local_run(tmp_path, s3):
     rng = random.Random(2)
     texts = [english_doc(rng, 150) for _ in range(6)]
     for s in range(2):
@@ -54,11 +55,13 @@ def test_download_filter_and_dedup_on_s3_match_the_local_run(tmp_path, s3):
                 input_path=f"{root}/filtered", output_path=f"{root}/deduped", fuzzy=MinHashConfig(num_buckets=4)
             )
         )
+        train_tokenizer(TrainTokenizerConfig(input_path=f"{root}/deduped", output_path=f"{root}/tok", vocab_size=300))
 
     s3.get("data-bucket/run/", str(tmp_path / "from_s3") + "/", recursive=True)
     local, remote = tree_bytes(tmp_path / "local"), tree_bytes(tmp_path / "from_s3")
     prov_local, prov_remote = (json.loads(t.pop("raw/provenance.json")) for t in (local, remote))
-    assert prov_remote["source"] == "s3://data-bucket/src" and prov_local["files"] == prov_remote["files"]
+    assert prov_remote["source"] == "../../src" and prov_local["files"] == prov_remote["files"]
     assert local == remote
     assert "deduped/part-00001.jsonl.gz" in remote and "filtered/stats.json" in remote
+    assert "tok/tokenizer.json" in remote and "tok/train_info.json" in remote
     assert not s3.exists("data-bucket/run/deduped/.work")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 
 import pytest
@@ -50,7 +51,12 @@ def test_tokenize_writes_caches_levanter_loads_as_its_own_with_bos_and_eos(data,
     assert stats["train"]["bytes"] == sum(len(d["text"].encode()) for d in train)
     assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
     info = json.loads((tmp_path / "out" / "tokenize_info.json").read_text())
-    assert info["tokenizer"] == tok and info["splits"] == ["train", "validation"]
+    assert info["splits"] == ["train", "validation"] and info["tokenizer_relative_to_this_folder"]
+    assert os.path.normpath(os.path.join(out, info["tokenizer"])) == tok
+    assert (tmp_path / "out" / "volatile_files.txt").read_text().split() == [
+        "train/shard_ledger.json",
+        "validation/shard_ledger.json",
+    ]
 
     hf = AutoTokenizer.from_pretrained(tok)
     caplog.set_level(logging.WARNING)

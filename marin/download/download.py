@@ -7,8 +7,9 @@ folder or file (`gs://`, `s3://`, `file://`, a local path) narrowed by `glob`. F
 relative to `source` and are copied in parallel threads, each streamed to a temporary name while its
 sha256 is computed and moved into place only when complete (and, when `expected_sha256` names it,
 only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
-already in place, so an interrupted download resumes per file. `provenance.json` lists the source,
-revision, and every file's size and sha256, sorted by path: it does not depend on the worker count.
+already in place, so an interrupted download resumes per file. `provenance.json` lists the source
+(relative to the output folder when both are on the same storage, so the bytes do not depend on the
+prefix), the revision, and every file's size and sha256, sorted by path.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import fsspec
 
 from marin.processing.documents import concrete, join, write_json
+from marin.storage import portable_path
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +170,7 @@ def download(config: DownloadConfig) -> dict:
     if resumed:
         logger.info("download: %d of %d files were already in place", resumed, len(results))
     provenance = {
-        "source": config.source,
+        "source": portable_path(config.source, config.output_path),
         "revision": revision,
         "files": results,
         "total_size": sum(r["size"] for r in results),

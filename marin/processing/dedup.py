@@ -140,6 +140,9 @@ def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
         logger.info("dedup: reusing the finished plan in %s", plan_path)
         with fsspec.open(plan_path, "r") as f:
             return json.load(f)
+    fs, work_dir = fsspec.core.url_to_fs(join(config.output_path, ".work"))
+    if fs.exists(work_dir):
+        fs.rm(work_dir, recursive=True)
     hashed = run_shards(
         _hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes", pool=pool
     )

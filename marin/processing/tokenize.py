@@ -8,14 +8,16 @@ tokenizer is loaded with `levanter.compat.hf_checkpoints.load_tokenizer`, docume
 preprocessor from `preprocessor_for_format(TextLmDatasetFormat(), tokenizer)` (bos and eos added as
 Levanter adds them), and rows are written with `levanter.store.SerialCacheWriter`, whose ledger
 (`shard_ledger.json`, written last) carries that preprocessor's metadata. Levanter's Ray cache
-builder is not used: it hangs on two-core machines. Levanter's ledger metadata names the tokenizer
-path, so a cache built in another prefix differs in that one file.
+builder is not used: it hangs on two-core machines. Levanter's ledger metadata names the tokenizer's
+absolute path, so the two `shard_ledger.json` files are listed in `volatile_files.txt` (the same
+caches built under another prefix differ only there).
 
 Which documents are validation: those of `validation_path` when given, otherwise a fraction chosen by
 a hash of the document id (`validation_fraction`), so a document's split never depends on shard
 layout or worker count. One pass over the input feeds both caches. A split whose ledger is finished
-is not rebuilt on a rerun; an unfinished one is deleted and rebuilt. Also written: `stats.json` (documents, tokens, UTF-8 bytes per split) and
-`tokenize_info.json` (the tokenizer path and the Levanter config that loads the caches).
+is not rebuilt on a rerun; an unfinished one is deleted and rebuilt. Also written: `stats.json`
+(documents, tokens, UTF-8 bytes per split) and `tokenize_info.json` (the tokenizer, relative to this
+folder when both are on the same storage, so that the bytes do not depend on the prefix).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from marin.processing.documents import (
     read_documents,
     write_json,
 )
+from marin.storage import portable_path, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,17 @@ def _load_tokenizer(tokenizer_path: str):
     return load_tokenizer(tokenizer_path)
 
 
+def _chunked(items: Iterable, n: int) -> Iterator[list]:
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def _prefetch(items: Iterator, depth: int = 2) -> Iterator:
     """Yield `items` while a background thread computes the next ones (tokenizing overlaps cache writes)."""
     q: queue.Queue = queue.Queue(maxsize=depth)
@@ -132,6 +146,8 @@ def write_levanter_caches(
 ) -> dict[str, dict]:
     """Tokenize `(split, doc)` pairs into one finished Levanter cache per split in `cache_dirs`, in one pass.
 
+    Three threads overlap: one reads and parses documents, one tokenizes, this one writes the caches.
+
     Pairs for splits not in `cache_dirs` are skipped. A split that gets no document gets no cache.
     Returns counts per written split.
     """
@@ -145,7 +161,7 @@ def write_levanter_caches(
 
     def batches() -> Iterator[tuple[str, list[dict], list[dict]]]:
         pending: dict[str, list[dict]] = {split: [] for split in cache_dirs}
-        for split, doc in docs:
+        for split, doc in (pair for chunk in _prefetch(_chunked(docs, 256)) for pair in chunk):
             if split not in pending:
                 continue
             pending[split].append(doc)
@@ -238,10 +254,13 @@ def tokenize(config: TokenizeConfig) -> dict:
             stats[split] = c
     stats = {split: stats[split] for split in SPLITS if split in stats}
     write_json(join(config.output_path, "stats.json"), stats)
+    write_volatile_list(config.output_path, [f"{split}/shard_ledger.json" for split in SPLITS])
     write_json(
         join(config.output_path, "tokenize_info.json"),
         {
-            "tokenizer": config.tokenizer,
+            "tokenizer": portable_path(config.tokenizer, config.output_path),
+            "tokenizer_relative_to_this_folder": portable_path(config.tokenizer, config.output_path)
+            != config.tokenizer,
             "splits": sorted(stats),
             "format": "levanter.data.text.TextLmDatasetFormat(text_key='text')",
             "enforce_bos": True,
