@@ -160,3 +160,18 @@ def test_rerun_dry_run_writes_nothing(first_run, tmp_path):
     result = marin("rerun", str(record), "--prefix", str(tmp_path / "C"), "--dry_run")
     assert result.returncode == 0, result.stderr
     assert "4 steps (4 run)" in result.stdout and not (tmp_path / "C").exists()
+
+
+def test_record_on_the_gcs_emulator_reruns_into_a_local_prefix(bucket_prefix, tmp_path):
+    gcs = bucket_prefix("gcs")
+    hello = os.path.join(REPO, "experiments", "tutorial", "hello_world.py")
+    first = marin("run", hello, "--prefix", gcs, "--backend", "local")
+    assert first.returncode == 0, first.stderr
+    record = [line.split("record: ", 1)[1] for line in first.stdout.splitlines() if line.startswith("record: ")][0]
+    assert record.startswith("gs://")
+    local = str(tmp_path / "local")
+    rerun = marin("rerun", record, "--prefix", local, "--backend", "local")
+    assert rerun.returncode == 0, rerun.stderr
+    verify = marin("verify", record, local)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "2 identical of 2 steps" in verify.stdout
