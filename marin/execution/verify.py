@@ -61,12 +61,33 @@ def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
     return result
 
 
+def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
+    """B's counterpart of each of A's steps: the same name, else the next unmatched step of B in the same
+    folder (`tokenizers/bpe512` vs `tokenizers/bpe384`: a renamed step whose name carries a setting)."""
+    by_name = {s["name"]: s for s in b_steps}
+    matched = [by_name.get(s["name"]) for s in a_steps]
+    used = {id(m) for m in matched if m is not None}
+    for i, sa in enumerate(a_steps):
+        if matched[i] is not None:
+            continue
+        folder = sa["name"].rpartition("/")[0]
+        for sb in b_steps:
+            if (
+                id(sb) not in used
+                and sb["name"].rpartition("/")[0] == folder
+                and sb["name"] not in {s["name"] for s in a_steps}
+            ):
+                matched[i] = sb
+                used.add(id(sb))
+                break
+    return matched
+
+
 def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) -> list[StepComparison]:
     a, b = load_record(a_path), load_record(b_path)
     pattern = re.compile(steps_regex) if steps_regex else None
     a_steps = [s for s in a["steps"] if not pattern or pattern.search(s["name"])]
-    b_by_name = {s["name"]: s for s in b["steps"]}
-    b_steps = [b_by_name.get(s["name"]) for s in a_steps]
+    b_steps = match_steps(a_steps, b["steps"])
     a_manifests = _manifests(record_location(a_path), a_steps)
     present = [s for s in b_steps if s is not None]
     b_found = iter(_manifests(record_location(b_path), present))
@@ -93,6 +114,8 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
                 cmp.verdict = "differs"
             elif volatile:
                 cmp.details.append(f"{len(volatile)} volatile file(s) not compared")
+        if sb is not None and sb["name"] != sa["name"]:
+            cmp.details.insert(0, f"matched with {sb['name']!r} in B")
         if sb is not None and sb["hash"] != sa["hash"]:
             cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
             if cmp.verdict == "identical":
