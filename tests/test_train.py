@@ -18,7 +18,7 @@ from marin.training.config import LlamaModelConfig, TrainConfig
 from tests.training_fixtures import PHASE_LR, corpus, reference_run, tiny_train_config
 
 REPO = Path(__file__).resolve().parents[1]
-TIMING = ("tokens_per_second", "duration_s", "elapsed_s")
+TIMING = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
 
 
 @pytest.fixture(scope="module")

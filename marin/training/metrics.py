@@ -3,7 +3,8 @@
 Levanter reports a step's numbers in several calls (the loss, then throughput, then evaluation), so the
 tracker gathers them by step and writes a line when the next step begins. Each line holds `step`
 (Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
-step's computation), `elapsed_s` (wall clock since this process began training, when the step began), and
+step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training,
+when the step's first figure arrived), and
 `eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps. Only the timing fields
 vary between two runs with one seed.
 
@@ -37,7 +38,7 @@ _FIELDS = {
     "throughput/tokens_per_second": "tokens_per_second",
     "throughput/duration": "duration_s",
 }
-TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s")
+TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
 
 
 def _scalar(value: Any) -> float | int | None:
@@ -82,6 +83,7 @@ class MetricsJsonlTracker(Tracker):
         self.pending: dict[str, Any] | None = None
         self.truncated = False
         self.last_flush = self.started = time.monotonic()
+        self.started_cpu = time.process_time()
 
     def _drop_from(self, step: int) -> None:
         kept = [line for line in self.lines if line["step"] < step]
@@ -122,7 +124,11 @@ class MetricsJsonlTracker(Tracker):
         if self.pending is not None and self.pending["step"] != step:
             self._emit()
         if self.pending is None:
-            self.pending = {"step": step, "elapsed_s": round(time.monotonic() - self.started, 4)}
+            self.pending = {
+                "step": step,
+                "elapsed_s": round(time.monotonic() - self.started, 4),
+                "cpu_s": round(time.process_time() - self.started_cpu, 4),
+            }
         self.pending.update(picked)
 
     def log_hyperparameters(self, hparams):
