@@ -1,7 +1,7 @@
 """`metrics.jsonl`: one line per training step, written by a Levanter tracker into the step's folder.
 
-Levanter reports a step's numbers in several calls (the loss, then throughput, then evaluation), so the
-tracker gathers them by step and writes a line when the next step begins. Each line holds `step`
+Levanter reports a step's numbers in several calls (throughput and evaluation from its hooks, then the
+loss), so the tracker gathers them by step and writes the line when the loss arrives. Each line holds `step`
 (Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
 step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training,
 when the step's first figure arrived), and
@@ -121,6 +121,11 @@ class MetricsJsonlTracker(Tracker):
         if not self.truncated:
             self.truncated = True
             self._drop_from(step)
+        if self.pending is None and self.lines and self.lines[-1]["step"] == step:
+            # a figure for a step already written (Levanter's hooks run once more at the end of training)
+            self.lines[-1].update(picked)
+            self._rewrite()
+            return
         if self.pending is not None and self.pending["step"] != step:
             self._emit()
         if self.pending is None:
@@ -130,6 +135,10 @@ class MetricsJsonlTracker(Tracker):
                 "cpu_s": round(time.process_time() - self.started_cpu, 4),
             }
         self.pending.update(picked)
+        if "loss" in picked:
+            # the loss is the step's last figure, logged right after its hooks (which start its checkpoint):
+            # writing the line now puts it on disk before that checkpoint can be committed
+            self._emit()
 
     def log_hyperparameters(self, hparams):
         pass

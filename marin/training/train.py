@@ -26,6 +26,7 @@ import logging
 import os
 import posixpath
 import tempfile
+import threading
 import time
 from datetime import timedelta
 
@@ -34,6 +35,10 @@ from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
 
 logger = logging.getLogger(__name__)
+
+_ONE_TRAINING_PER_PROCESS = threading.Lock()
+"""Levanter keeps global state (the tracker, logging, jax config): trainings in one process (the executor's
+local backend runs steps in threads) take turns."""
 
 
 def _url_to_fs(path: str):
@@ -297,7 +302,9 @@ def train(config: TrainConfig) -> None:
     else:
         from levanter.main import train_lm
 
-        with _environment(env):
+        if _ONE_TRAINING_PER_PROCESS.locked():
+            logger.info("another training runs in this process: %s waits for it", run_id)
+        with _ONE_TRAINING_PER_PROCESS, _environment(env):
             train_lm.main(levanter_config(config, tokenizer, parent, run_id))
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
