@@ -16,7 +16,7 @@ browser-deps:
 	@scripts/ensure_chromium.sh
 
 run: setup
-	$(PY) experiments/tutorial/hello_world.py
+	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
@@ -30,7 +30,11 @@ format: setup
 	.venv/bin/ruff check --fix marin experiments tests benchmarks scripts
 
 bench: setup
-	$(PY) benchmarks/executor_bench.py
+	benchmarks/executor_bench.sh
+	PYTHONPATH=. $(PY) benchmarks/browser_bench.py
+	PYTHONPATH=. $(PY) benchmarks/bucket_bench.py
+	PYTHONPATH=. $(PY) benchmarks/data_bench.py
+	PYTHONPATH=. $(PY) benchmarks/train_bench.py
 
 clean:
 	rm -rf .venv local_store

@@ -104,7 +104,10 @@ def cmd_verify(ns) -> int:
 def cmd_browse(ns) -> int:
     from marin.browser.app import serve
 
-    serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+    try:
+        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     return 0
 
 
@@ -120,19 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run an experiment script (same as `python SCRIPT ...`)")
     p.add_argument("script")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="--prefix, --dry_run, --run_only, ...")
-    p.set_defaults(fn=cmd_run)
+    p.set_defaults(fn=cmd_run, args=[])
 
     p = sub.add_parser("plan", help="what would run, and why")
     p.add_argument("script")
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    p.set_defaults(fn=cmd_plan)
+    p.set_defaults(fn=cmd_plan, args=[])
 
     p = sub.add_parser("explain", help="why a step's hash is what it is")
     p.add_argument("script")
     p.add_argument("step", help="a step name, e.g. tokenized/tiny")
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    p.set_defaults(fn=cmd_explain)
+    p.set_defaults(fn=cmd_explain, args=[])
 
     p = sub.add_parser("status", help="the experiments under a prefix and their steps' states")
     p.add_argument("prefix")
@@ -141,8 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rerun", help="rerun an experiment from its record into another prefix")
     p.add_argument("record", help="path or URL of <prefix>/experiments/<name>-<hash>.json")
     p.add_argument("--prefix", required=True)
-    p.add_argument("args", nargs=argparse.REMAINDER, help="--dry_run, --run_only, --backend ...")
-    p.set_defaults(fn=cmd_rerun)
+    p.set_defaults(fn=cmd_rerun, args=[])
 
     p = sub.add_parser("verify", help="compare two runs of one experiment, step by step")
     p.add_argument("a")
@@ -165,10 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PASS_THROUGH = ("run", "plan", "explain", "rerun")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
-    if getattr(ns, "args", None) and ns.args[:1] == ["--"]:
-        ns.args = ns.args[1:]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] in PASS_THROUGH:
+        ns, extra = parser.parse_known_args(argv)
+        ns.args = [a for a in extra if a != "--"]
+    else:
+        ns = parser.parse_args(argv)
     if getattr(ns, "job", None) and ns.job[:1] == ["--"]:
         ns.job = ns.job[1:]
     try:

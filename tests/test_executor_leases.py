@@ -19,9 +19,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST_LEASES = {"MARIN_LEASE_HEARTBEAT_S": "0.3", "MARIN_LEASE_TIMEOUT_S": "2"}
 
 
-def runner(prefix, counter, n, sleep_s, env=None):
+def runner(prefix, counter, n, sleep_s, env=None, wait_for=None):
+    extra = ["local", wait_for] if wait_for else []
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.lease_dag", prefix, counter, str(n), str(sleep_s)],
+        [sys.executable, "-m", "tests.lease_dag", prefix, counter, str(n), str(sleep_s), *extra],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
         stdout=subprocess.PIPE,
@@ -89,11 +90,13 @@ def test_runner_killed_mid_step_is_taken_over_after_the_lease_goes_stale(tmp_pat
 def test_lease_stolen_from_a_slow_runner_is_never_marked_success_by_it(tmp_path, prefix):
     counter = str(tmp_path / "calls")
     slow_env = {"MARIN_LEASE_HEARTBEAT_S": "1000", "MARIN_LEASE_TIMEOUT_S": "1000"}
-    slow = runner(prefix, counter, 1, 6, slow_env)
+    release = str(tmp_path / "let-the-slow-runner-finish")
+    slow = runner(prefix, counter, 1, 0, slow_env, wait_for=release)
     wait_for(lambda: len(invocations(counter)) == 1)
     time.sleep(2.5)
     thief = runner(prefix, counter, 1, 0, {"MARIN_LEASE_HEARTBEAT_S": "0.3", "MARIN_LEASE_TIMEOUT_S": "2"})
     thief_log = thief.communicate(timeout=120)[0]
+    open(release, "w").close()
     slow_log = slow.communicate(timeout=120)[0]
     assert thief.returncode == 0 and slow.returncode == 0, (thief_log, slow_log)
     steps = build(counter, 1)

@@ -10,11 +10,11 @@ downstream of the change get new hashes (new output folders); the old outputs st
 """
 
 import json
-import os
 import random
 from dataclasses import dataclass
 
 from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, output_path_of, versioned
+from marin.storage import join, read_text, write_text
 
 
 @dataclass(frozen=True)
@@ -40,22 +40,23 @@ class StatsConfig:
 def generate(config: GenerateConfig) -> None:
     """Writes `docs.jsonl` with n documents of random length."""
     rng = random.Random(config.seed)
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "docs.jsonl"), "w") as f:
-        for i in range(config.n):
-            words = " ".join(f"w{rng.randrange(100)}" for _ in range(rng.randrange(1, 20)))
-            f.write(json.dumps({"id": f"doc-{i}", "text": words}) + "\n")
+    lines = []
+    for i in range(config.n):
+        words = " ".join(f"w{rng.randrange(100)}" for _ in range(rng.randrange(1, 20)))
+        lines.append(json.dumps({"id": f"doc-{i}", "text": words}) + "\n")
+    write_text(join(config.output_path, "docs.jsonl"), "".join(lines))
     print(f"wrote {config.n} documents")
 
 
 def compute_stats(config: StatsConfig) -> None:
     """Writes `stats.json`: how many documents are long enough, and their mean length in words."""
-    with open(config.input_path) as f:
-        lengths = [len(json.loads(line)["text"].split()) for line in f]
+    text = read_text(config.input_path)
+    if text is None:
+        raise FileNotFoundError(f"input_path {config.input_path} does not exist")
+    lengths = [len(json.loads(line)["text"].split()) for line in text.splitlines()]
     kept = [n for n in lengths if n >= config.min_len]
     stats = {"documents": len(lengths), "kept": len(kept), "mean_words": sum(kept) / max(1, len(kept))}
-    with open(os.path.join(config.output_path, "stats.json"), "w") as f:
-        json.dump(stats, f, indent=2, sort_keys=True)
+    write_text(join(config.output_path, "stats.json"), json.dumps(stats, indent=2, sort_keys=True))
     print(f"stats: {stats}")
 
 

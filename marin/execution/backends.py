@@ -17,7 +17,7 @@ from marin.execution.step_runner import StepOutcome, StepTask, execute_step
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LOCAL_THREADS = 16
+DEFAULT_LOCAL_THREADS = 8
 RAY_SYSTEM_RETRIES = 3
 
 
@@ -62,10 +62,37 @@ def ray_options(resources: ResourceConfig | None) -> dict:
     if res.tpu:
         custom["TPU"] = res.tpu
     if res.accelerator_type:
-        opts["accelerator_type"] = res.accelerator_type
+        opts["accelerator_type"] = canonical_accelerator(res.accelerator_type)
     if custom:
         opts["resources"] = custom
     return opts
+
+
+def canonical_accelerator(name: str) -> str:
+    """Ray's spelling of an accelerator type ('a100' -> 'A100', 'tpu-v4' -> 'TPU-V4'); others unchanged.
+
+    Ray labels each node with a resource `accelerator_type:<name>` (detected for GPUs and TPUs, or
+    given with `ray start --resources`); a task asking for `accelerator_type` needs 0.001 of it.
+    """
+    from ray.util.accelerators import accelerators
+
+    known = {v.upper(): v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
+    return known.get(name.upper(), name)
+
+
+def forwarded_env() -> dict[str, str]:
+    """The driver's MARIN_* settings (lease timing, prefix), which apply to its steps wherever they run."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MARIN_")}
+
+
+def _share_import_path_with_local_workers() -> None:
+    """Local Ray workers inherit this environment: give them the driver's import path, so a step function
+    importable here (a module beside the script, a test helper) is importable in the worker too."""
+    import sys
+
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    existing = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(existing + paths))
 
 
 def ensure_ray(address: str | None = None):
@@ -81,6 +108,7 @@ def ensure_ray(address: str | None = None):
         ray.init(address=address, log_to_driver=True, include_dashboard=False)
     else:
         logger.info("starting a local Ray cluster (no --ray_address / RAY_ADDRESS)")
+        _share_import_path_with_local_workers()
         ray.init(include_dashboard=False, log_to_driver=True)
     return ray
 
@@ -94,18 +122,24 @@ class RayBackend:
         self._ray = ensure_ray(address)
         self._remote = self._ray.remote(execute_step)
         self._refs: dict = {}
+        self._nodes: list[dict] | None = None
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
         """Refuses a step that no node of the cluster could ever run (instead of hanging)."""
-        from marin.execution.resources_check import unsatisfiable_reason
+        from marin.execution.resources_check import autoscaler_node_types, unsatisfiable_reason
 
-        reason = unsatisfiable_reason(ray_options(resources), self._ray.nodes())
+        if self._nodes is None:
+            self._nodes = self._ray.nodes() + autoscaler_node_types()
+        reason = unsatisfiable_reason(ray_options(resources), self._nodes)
         if reason:
             raise ValueError(f"step {name!r} can never run on this Ray cluster: {reason}")
 
     def submit(self, task: StepTask, resources: ResourceConfig | None) -> Any:
         task.capture = "process"
         opts = ray_options(resources)
+        env = forwarded_env()
+        if env:
+            opts["runtime_env"] = {"env_vars": env}
         return self._remote.options(max_retries=RAY_SYSTEM_RETRIES, retry_exceptions=False, **opts).remote(task)
 
     def wait_any(self, handles: list) -> list[tuple[Any, StepOutcome]]:

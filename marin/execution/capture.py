@@ -18,7 +18,7 @@ import threading
 _local = threading.local()
 _install_lock = threading.Lock()
 _install_count = 0
-_saved: tuple = ()
+_saved_level = logging.NOTSET
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -63,13 +63,16 @@ _handler.setFormatter(logging.Formatter(LOG_FORMAT))
 
 
 def _install() -> None:
-    global _install_count, _saved
+    """Routes sys.stdout/sys.stderr per thread (again, if someone swapped them since) and counts users."""
+    global _install_count, _saved_level
     with _install_lock:
-        if _install_count == 0:
-            _saved = (sys.stdout, sys.stderr, logging.getLogger().level)
+        if not isinstance(sys.stdout, _ThreadRoutedStream):
             sys.stdout = _ThreadRoutedStream(sys.stdout, "stdout")
+        if not isinstance(sys.stderr, _ThreadRoutedStream):
             sys.stderr = _ThreadRoutedStream(sys.stderr, "stderr")
+        if _install_count == 0:
             root = logging.getLogger()
+            _saved_level = root.level
             root.addHandler(_handler)
             if root.level > logging.INFO or root.level == logging.NOTSET:
                 root.setLevel(logging.INFO)
@@ -77,14 +80,14 @@ def _install() -> None:
 
 
 def _uninstall() -> None:
+    """The routers stay (they pass through when no step is capturing); the log handler goes."""
     global _install_count
     with _install_lock:
         _install_count -= 1
         if _install_count == 0:
-            sys.stdout, sys.stderr, level = _saved
             root = logging.getLogger()
             root.removeHandler(_handler)
-            root.setLevel(level)
+            root.setLevel(_saved_level)
 
 
 @contextlib.contextmanager

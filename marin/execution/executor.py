@@ -79,6 +79,7 @@ class Executor:
         description: str | None = None,
         experiment_name: str | None = None,
         script: str | None = None,
+        record_extra: dict | None = None,
     ):
         if not prefix:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
@@ -94,6 +95,7 @@ class Executor:
         default_name, default_script = default_experiment_name()
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
+        self.record_extra = record_extra or {}
         self.last_record_path: str | None = None
         self.last_outcomes: dict[ExecutorStep, StepOutcome] = {}
 
@@ -176,7 +178,9 @@ class Executor:
         print_summary(plan, decisions, outcomes, record_path)
         failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
         if failed:
-            names = ", ".join(p.name for p in failed)
+            names = ", ".join(p.name for p in failed[:10]) + (
+                f" and {len(failed) - 10} more" if len(failed) > 10 else ""
+            )
             raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", outcomes)
         return plan.output_paths()
 
@@ -186,6 +190,7 @@ class Executor:
         if exists(record_path):
             return
         record = experiment_record(plan, self.experiment_name, self.script, self.description)
+        record.update(self.record_extra)
         if create_if_absent(record_path, dumps_record(record)) is not None:
             logger.info("experiment record: %s", record_path)
 
@@ -201,6 +206,7 @@ class Executor:
             "git": git_state(),
             "prefix": self.prefix,
             "backend": self.backend_kind,
+            **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
             "steps": {
                 p.identity: {
                     "outcome": outcomes[id(p)].status,
@@ -218,6 +224,7 @@ class Executor:
     def _execute(self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool) -> dict[int, StepOutcome]:
         outcomes: dict[int, StepOutcome] = {}
         pending: dict[int, PlannedStep] = {}
+        self._rerun_succeeded = {id(d.planned) for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
             if d.action == "skip":
                 outcomes[id(d.planned)] = StepOutcome("SKIPPED")
@@ -301,6 +308,7 @@ class Executor:
             info=step_record(p, plan),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
+            rerun_succeeded=id(p) in self._rerun_succeeded,
         )
 
     def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:

@@ -22,7 +22,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from marin.storage import create_if_absent, delete_if_unchanged, read_with_version, replace_if_unchanged
+from marin.storage import (
+    create_if_absent,
+    current_version,
+    delete_if_unchanged,
+    read_with_version,
+    replace_if_unchanged,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,31 +69,63 @@ class Lease:
     on_tick: Callable[[], None] | None = None
     last_refresh: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    released: bool = False
 
     def refresh(self) -> bool:
         """Writes a new heartbeat if the lease is still ours; False (and marks it lost) otherwise."""
         with self.lock:
+            return self._refresh_locked()
+
+    def _refresh_locked(self) -> bool:
+        if self.released:
+            return True
+        if self.lost.is_set():
+            return False
+        try:
+            new = replace_if_unchanged(self.path, _payload(self.owner, self.acquired), self.version)
+        except Exception as exc:
+            if time.monotonic() - self.last_refresh > lease_timeout_s():
+                logger.warning("lease %s: cannot refresh for longer than the timeout (%s)", self.path, exc)
+                self.lost.set()
+                return False
+            logger.warning("lease %s: heartbeat failed, will retry: %s", self.path, exc)
+            return True
+        if new is None:
+            self.lost.set()
+            return False
+        self.version = new
+        self.last_refresh = time.monotonic()
+        return True
+
+    def still_held(self) -> bool:
+        """A read-only fence check: the lease file still has the version this runner last wrote."""
+        with self.lock:
             if self.lost.is_set():
                 return False
             try:
-                new = replace_if_unchanged(self.path, _payload(self.owner, self.acquired), self.version)
+                if current_version(self.path) == self.version:
+                    return True
             except Exception as exc:
-                if time.monotonic() - self.last_refresh > lease_timeout_s():
-                    logger.warning("lease %s: cannot refresh for longer than the timeout (%s)", self.path, exc)
-                    self.lost.set()
-                    return False
-                logger.warning("lease %s: heartbeat failed, will retry: %s", self.path, exc)
-                return True
-            if new is None:
-                self.lost.set()
-                return False
-            self.version = new
-            self.last_refresh = time.monotonic()
-            return True
+                logger.warning("lease %s: fence check failed (%s); refreshing instead", self.path, exc)
+                return self._refresh_locked()
+            self.lost.set()
+            return False
+
+    def heartbeat_or_interrupt(self) -> None:
+        """The keeper's tick: refresh, and interrupt the step's thread if the lease was lost."""
+        with self.lock:
+            if self._refresh_locked() or self.released:
+                return
+            logger.error("lost the lease %s: another runner took the step over; cancelling", self.path)
+            if self.thread_id is not None:
+                interrupt_thread(self.thread_id)
 
     def release(self) -> None:
         _keeper.remove(self)
         with self.lock:
+            if self.released:
+                return
+            self.released = True
             if self.lost.is_set():
                 return
             try:
@@ -177,10 +215,7 @@ class _Keeper:
                         lease.on_tick()
                     except Exception as exc:
                         logger.debug("lease tick callback failed: %s", exc)
-                if not lease.refresh():
-                    logger.error("lost the lease %s: another runner took the step over; cancelling", lease.path)
-                    if lease.thread_id is not None:
-                        interrupt_thread(lease.thread_id)
+                lease.heartbeat_or_interrupt()
 
 
 _keeper = _Keeper()

@@ -58,6 +58,8 @@ class Plan:
     prefix: str
     steps: list[PlannedStep]
     by_step: dict[ExecutorStep, PlannedStep]
+    step_records: dict[int, dict] = dataclasses.field(default_factory=dict)
+    """Memo of each step's record (records.step_record), computed at most once per plan."""
 
     def __getitem__(self, step: ExecutorStep) -> PlannedStep:
         return self.by_step[step]
@@ -100,6 +102,9 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
+_LEAVES = frozenset((str, int, float, bool, type(None), OutputName))
+
+
 def _walk(value: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
     cls = type(value)
     if cls is VersionedValue:
@@ -109,19 +114,23 @@ def _walk(value: Any, path: str, step_name: str, versioned: dict, inputs: list) 
             raise PlanError(f"step {step_name!r}: versioned field {exc}") from None
     elif cls is InputName:
         inputs.append((path, value))
-    elif cls is OutputName or value is None or cls in (str, int, float, bool):
+    elif cls in _LEAVES:
         return
+    elif cls is list or cls is tuple:
+        for i, item in enumerate(value):
+            if type(item) not in _LEAVES:
+                _walk(item, f"{path}[{i}]", step_name, versioned, inputs)
+    elif cls is dict:
+        for key, item in value.items():
+            if type(item) not in _LEAVES:
+                _walk(item, f"{path}.{key}" if path else str(key), step_name, versioned, inputs)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         if cls is ExecutorStep:
             raise PlanError(f"step {step_name!r}: field {path!r} holds a step; use output_path_of(step)")
         for name in _field_names(cls):
-            _walk(getattr(value, name), f"{path}.{name}" if path else name, step_name, versioned, inputs)
-    elif cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            _walk(item, f"{path}[{i}]", step_name, versioned, inputs)
-    elif cls is dict:
-        for key, item in value.items():
-            _walk(item, f"{path}.{key}" if path else str(key), step_name, versioned, inputs)
+            item = getattr(value, name)
+            if type(item) not in _LEAVES:
+                _walk(item, f"{path}.{name}" if path else name, step_name, versioned, inputs)
 
 
 def _scan(step: ExecutorStep) -> tuple[dict, list]:

@@ -1,10 +1,56 @@
-"""Plan-time check that some node of a Ray cluster could ever satisfy a step's resource request."""
+"""Plan-time check that some node of a Ray cluster could ever satisfy a step's resource request.
+
+The nodes that count are the alive ones and, on an autoscaling cluster, the node types the autoscaler
+may add, so a GPU step is accepted by a cluster whose GPU workers are scaled to zero. Those come from
+the cluster config an autoscaler reports to the GCS, else from the launcher's config on the head
+(`~/ray_bootstrap_config.yaml`, where `ray up` puts it and where a submitted job's driver runs), or
+from the file `MARIN_AUTOSCALING_CONFIG` names.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+BOOTSTRAP_CONFIG = "~/ray_bootstrap_config.yaml"
+
+
+def autoscaler_node_types() -> list[dict]:
+    """The node types the cluster's autoscaler may add, as node-like dicts; [] when none is known."""
+    try:
+        from ray._private.state import state
+
+        config = state.get_cluster_config()
+    except Exception as exc:
+        logger.debug("no autoscaler cluster config in the GCS: %s", exc)
+        config = None
+    if config is not None and config.node_group_configs:
+        return [
+            {"Alive": True, "Resources": dict(group.resources), "NodeType": group.name}
+            for group in config.node_group_configs
+            if group.max_count != 0 and group.resources
+        ]
+    path = os.path.expanduser(os.environ.get("MARIN_AUTOSCALING_CONFIG") or BOOTSTRAP_CONFIG)
+    return launcher_node_types(path) if os.path.exists(path) else []
+
+
+def launcher_node_types(path: str) -> list[dict]:
+    """The worker node types of a Ray cluster launcher config (`available_node_types`)."""
+    import yaml
+
+    with open(path) as f:
+        config = yaml.safe_load(f) or {}
+    return [
+        {"Alive": True, "Resources": {k: float(v) for k, v in t.get("resources", {}).items()}, "NodeType": name}
+        for name, t in (config.get("available_node_types") or {}).items()
+        if t.get("max_workers", 0) != 0 and t.get("resources")
+    ]
+
 
 def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
-    """None if one alive node has every requested resource in its totals; otherwise why not."""
+    """None if one alive node (or addable node type) has every requested resource; otherwise why not."""
     wanted: dict[str, float] = {}
     if options.get("num_cpus"):
         wanted["CPU"] = float(options["num_cpus"])
@@ -24,8 +70,17 @@ def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
         if all(totals.get(key, 0) >= value for key, value in wanted.items()):
             return None
     have = "; ".join(
-        ", ".join(f"{k}={v:g}" for k, v in sorted(n.get("Resources", {}).items()) if not k.startswith("node:"))
+        ("node type " + n["NodeType"] + ": " if n.get("NodeType") else "")
+        + ", ".join(_show(k, v) for k, v in sorted(n.get("Resources", {}).items()) if not k.startswith("node:"))
         for n in alive
     )
-    asked = ", ".join(f"{k}={v:g}" for k, v in sorted(wanted.items()))
+    asked = ", ".join(_show(k, v) for k, v in sorted(wanted.items()))
     return f"it asks for {asked}, but no node has that (nodes: {have})"
+
+
+def _show(key: str, value: float) -> str:
+    if key in ("memory", "object_store_memory"):
+        return f"{key}={value / 1024**3:.1f}GiB"
+    if key.startswith("accelerator_type:"):
+        return key
+    return f"{key}={value:g}"

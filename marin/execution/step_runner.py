@@ -10,10 +10,11 @@ before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lo
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
+import signal
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any
 
 from marin.execution.capture import capture_process, capture_thread
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, keep_alive, new_owner_id, try_acquire
-from marin.execution.records import utc_now
+from marin.execution.records import dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
     FAILED,
@@ -53,6 +54,8 @@ class StepTask:
     force_run_failed: bool = False
     capture: str = "thread"
     retries: int = 0
+    rerun_succeeded: bool = False
+    """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
 
 
 @dataclass
@@ -82,7 +85,7 @@ def execute_step(task: StepTask) -> StepOutcome:
     announced = False
     while True:
         status = read_status(task.output_path)
-        if status == SUCCESS:
+        if status == SUCCESS and not (task.rerun_succeeded and not announced):
             return StepOutcome("RAN_ELSEWHERE" if announced else "SKIPPED")
         if status == FAILED and not task.force_run_failed:
             return StepOutcome("FAILED", error="failed in another runner (see its log)")
@@ -96,7 +99,7 @@ def execute_step(task: StepTask) -> StepOutcome:
             continue
         try:
             status = read_status(task.output_path)
-            if status == SUCCESS:
+            if status == SUCCESS and not (task.rerun_succeeded and not announced):
                 claim.release()
                 return StepOutcome("RAN_ELSEWHERE")
             if status == FAILED and not task.force_run_failed:
@@ -107,6 +110,32 @@ def execute_step(task: StepTask) -> StepOutcome:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
             announced = True
             continue
+
+
+class RunnerTerminated(BaseException):
+    """SIGTERM reached the process running a step: the runner is being stopped, the step did not fail."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops_the_runner():
+    """In a process's main thread (a Ray task), SIGTERM raises RunnerTerminated instead of SystemExit.
+
+    Ray sends SIGTERM to a task's worker when the driver dies or the node shuts down, and its handler
+    raises SystemExit inside the step, which would look like the step failing (FAILED, not rerun).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def handler(signum, frame):
+        raise RunnerTerminated()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _next_attempt(output_path: str) -> int:
@@ -147,10 +176,45 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
 
 
 def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
+    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
+
+    SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
+    the step stays unfinished for the next runner; then the process exits as it was asked to.
+    """
+    with _sigterm_stops_the_runner() as previous_handler:
+        try:
+            return _run_with_lease_guarded(task, lease)
+        except RunnerTerminated:
+            logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
+            lease.release()
+    if callable(previous_handler):
+        previous_handler(signal.SIGTERM, None)
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
+    try:
+        return _run_with_lease_unguarded(task, lease)
+    except (LeaseLost, RunnerTerminated):
+        raise
+    except BaseException as exc:
+        logger.error("step %s: the runner itself failed: %s", task.name, exc)
+        try:
+            if lease.still_held():
+                write_status(task.output_path, FAILED)
+        except Exception as inner:
+            logger.error("step %s: could not record FAILED (%s); its lease will go stale", task.name, inner)
+        lease.release()
+        if isinstance(exc, Exception):
+            return StepOutcome("FAILED", error=f"runner error: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     out = task.output_path
     attempt = _next_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
-    write_bytes(info_path(out), (json.dumps(task.info, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes(info_path(out), dump_json(task.info))
     write_status(out, RUNNING)
     keep_alive(lease)
     started, t0 = utc_now(), time.monotonic()
@@ -182,25 +246,41 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
-        if not lease.refresh():
+        if not lease.still_held():
             raise LeaseLost()
         write_status(out, FAILED)
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.refresh():
+    if not lease.still_held():
         raise LeaseLost()
-    manifest = compute_manifest(out)
-    write_bytes(manifest_path(out), (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
-    if not lease.refresh():
+    try:
+        manifest = compute_manifest(out)
+        write_bytes(manifest_path(out), dump_json(manifest))
+    except Exception as exc:
+        error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
+        _append_log(log_path, traceback.format_exc())
+        write_status(out, FAILED)
+        lease.release()
+        return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
+    if not lease.still_held():
         raise LeaseLost()
     write_status(out, SUCCESS)
     lease.release()
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
 
 
+def _append_log(log_path: str, text: str) -> None:
+    try:
+        if is_local(log_path):
+            with open(strip_protocol(log_path), "a", encoding="utf-8") as f:
+                f.write(text)
+    except OSError:
+        pass
+
+
 def mark_dep_failed(output_path: str, info: dict) -> None:
     """Marks a step whose dependency failed, unless it succeeded or runs elsewhere."""
     if read_status(output_path) in (SUCCESS, RUNNING):
         return
-    write_bytes(info_path(output_path), (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())
+    write_bytes(info_path(output_path), dump_json(info))
     write_status(output_path, DEP_FAILED)

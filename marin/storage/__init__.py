@@ -10,6 +10,7 @@ ETag on S3). The backend-specific parts live in `conditional.py`; this package r
 from marin.storage.conditional import (
     VersionedBytes,
     create_if_absent,
+    current_version,
     delete_if_unchanged,
     read_with_version,
     replace_if_unchanged,
@@ -26,14 +27,18 @@ from marin.storage.files import (
     write_bytes,
     write_text,
 )
-from marin.storage.manifest import compute_manifest
-from marin.storage.paths import filesystem, is_local, join, protocol_of, relative_to, strip_protocol
+from marin.storage.manifest import VOLATILE_LIST, compute_manifest, write_volatile_list
+from marin.storage.paths import filesystem, is_local, join, portable_path, protocol_of, relative_to, strip_protocol
 
 __all__ = [
+    "VOLATILE_LIST",
+    "portable_path",
+    "write_volatile_list",
     "VersionedBytes",
     "append_line",
     "compute_manifest",
     "create_if_absent",
+    "current_version",
     "delete",
     "delete_if_unchanged",
     "exists",

@@ -15,6 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from marin.storage.files import FSYNC
 from marin.storage.paths import is_local, protocol_of, strip_protocol
 
 
@@ -45,6 +46,14 @@ def replace_if_unchanged(path: str, data: bytes, version: str) -> str | None:
     if is_local(path):
         return _local_replace(strip_protocol(path), data, version)
     return _remote_backend(path).replace_if_unchanged(path, data, version)
+
+
+def current_version(path: str) -> str | None:
+    """The version token `path` has now, or None when absent (a read, no write)."""
+    if is_local(path):
+        return _current_token(strip_protocol(path))
+    found = read_with_version(path)
+    return None if found is None else found.version
 
 
 def delete_if_unchanged(path: str, version: str) -> bool:
@@ -87,8 +96,9 @@ def _write_temp(folder: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-cond-")
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if FSYNC:
+            f.flush()
+            os.fsync(f.fileno())
     return tmp
 
 

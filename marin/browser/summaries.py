@@ -1,0 +1,218 @@
+"""Per-kind summaries on a step page, recognised by the files a step leaves.
+
+The step library writes a few well-known files (issues 4 and 5): `provenance.json`
+(download: source, revision, files), `stats.json` (filter, dedup, tokenize counts),
+`metrics.jsonl` (train: step, loss, lr, tokens, throughput), `results.json` (evaluate) and
+`forecast.json` / `forecast.png` (scaling ladder). The browser recognises them by name
+rather than by the step's function, so a new step kind that writes one of them gets its
+summary for free, and a file it cannot read shows an error box instead of breaking the page.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
+from marin.browser.svg import line_plot
+
+SMALL_MAX = 4 << 20
+METRICS_MAX = 32 << 20
+
+
+def _load_json(fs, path: str, size: int, name: str) -> Any:
+    if size > SMALL_MAX:
+        raise ValueError(f"{name}: {fmt_size(size)} is too large to summarise")
+    try:
+        return json.loads(fs.cat_file(path))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{name}: not valid JSON ({e})") from None
+
+
+def read_metrics(fs, path: str, size: int) -> tuple[list[dict], str | None]:
+    """Lines of metrics.jsonl that are JSON objects (the last METRICS_MAX bytes when larger)."""
+    start = max(0, size - METRICS_MAX)
+    data = fs.cat_file(path, start=start, end=size) if size else b""
+    lines = data.split(b"\n")
+    if start:
+        lines = lines[1:]
+    rows, bad = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(obj, dict):
+            rows.append(obj)
+        else:
+            bad += 1
+    return rows, (f"metrics.jsonl: {bad} line(s) are not JSON objects and were skipped" if bad else None)
+
+
+def _x_of(row: dict, i: int) -> float:
+    for key in ("step", "global_step", "_step", "iteration"):
+        if isinstance(row.get(key), int | float):
+            return float(row[key])
+    return float(i)
+
+
+def metric_series(rows: list[dict], want) -> dict[str, list[tuple[float, float]]]:
+    series: dict[str, list[tuple[float, float]]] = {}
+    for i, row in enumerate(rows):
+        x = _x_of(row, i)
+        for k, v in flatten(row).items():
+            if want(k) and isinstance(v, int | float) and not isinstance(v, bool):
+                series.setdefault(k, []).append((x, float(v)))
+    return series
+
+
+def _is_loss(k: str) -> bool:
+    return "loss" in k.lower() or "bpb" in k.lower()
+
+
+def _is_lr(k: str) -> bool:
+    low = k.lower()
+    return low == "lr" or low.endswith("/lr") or "learning_rate" in low
+
+
+def train_summary(fs, full: str, size: int) -> str:
+    rows, warn = read_metrics(fs, full, size)
+    out = [error_box(warn)] if warn else []
+    if not rows:
+        return "".join(out) + note("metrics.jsonl has no rows yet")
+    losses = metric_series(rows, _is_loss)
+    out.append(
+        line_plot(sorted(losses.items()), y_label="loss", css_class="plot loss-curve")
+        if losses
+        else note("no loss column in metrics.jsonl")
+    )
+    lrs = metric_series(rows, _is_lr)
+    if lrs:
+        out.append(line_plot(sorted(lrs.items()), y_label="learning rate", height=200, css_class="plot lr-curve"))
+    last = flatten(rows[-1])
+    items = [(k, fmt_num(v)) for k, v in last.items() if not isinstance(v, dict | list)]
+    out.append("<h4>Last logged row</h4>" + kv_table(items[:24]))
+    return "".join(out)
+
+
+def stats_summary(fs, full: str, size: int) -> str:
+    data = _load_json(fs, full, size, "stats.json")
+    flat = flatten(data) if isinstance(data, dict) else {"(value)": data}
+    items = []
+    for k, v in flat.items():
+        if isinstance(v, list):
+            v = f"[{len(v)} items]" if len(v) > 8 else json.dumps(v)
+        items.append((k, fmt_num(v)))
+    return kv_table(items[:200]) + (note(f"{len(items) - 200} more keys in the file") if len(items) > 200 else "")
+
+
+def provenance_summary(fs, full: str, size: int) -> str:
+    data = _load_json(fs, full, size, "provenance.json")
+    if not isinstance(data, dict):
+        raise ValueError("provenance.json: expected a JSON object")
+    scalars = [(k, esc(v)) for k, v in data.items() if not isinstance(v, dict | list)]
+    files = data.get("files")
+    out = kv_table(scalars)
+    if isinstance(files, list) and files:
+        rows = []
+        for f in files[:200]:
+            if isinstance(f, dict):
+                digest = str(f.get("sha256", ""))
+                rows.append(
+                    [
+                        esc(f.get("path") or f.get("name") or f.get("source") or ""),
+                        (fmt_size(f.get("size")), f.get("size") or 0),
+                        f'<code title="{esc(digest)}">{esc(digest[:16])}</code>',
+                    ]
+                )
+            else:
+                rows.append([esc(f), "", ""])
+        total = sum(f.get("size", 0) for f in files if isinstance(f, dict) and isinstance(f.get("size"), int))
+        out += f"<h4>{len(files)} files, {fmt_size(total)}</h4>" + table(["file", "size", "sha256"], rows, cls="data")
+    elif isinstance(files, dict):
+        out += kv_table([(k, esc(v)) for k, v in list(files.items())[:200]])
+    return out
+
+
+def results_summary(fs, full: str, size: int) -> str:
+    data = _load_json(fs, full, size, "results.json")
+    return results_table(data)
+
+
+def results_table(data: Any) -> str:
+    """A dict of dicts becomes rows × columns; anything else a flat key/value table."""
+    inner = data.get("results") if isinstance(data, dict) and isinstance(data.get("results"), dict | list) else data
+    if isinstance(inner, dict) and inner and all(isinstance(v, dict) for v in inner.values()):
+        cols: list[str] = []
+        for v in inner.values():
+            for k in flatten(v):
+                if k not in cols:
+                    cols.append(k)
+        rows = []
+        for name, v in inner.items():
+            fv = flatten(v)
+            rows.append([esc(name)] + [(fmt_num(fv.get(c)), fv.get(c) if fv.get(c) is not None else "") for c in cols])
+        out = table(["set"] + cols, rows, cls="data results")
+    elif isinstance(inner, list) and inner and all(isinstance(v, dict) for v in inner):
+        cols = []
+        for v in inner:
+            for k in flatten(v):
+                if k not in cols:
+                    cols.append(k)
+        rows = [[(fmt_num(flatten(v).get(c)), flatten(v).get(c) or "") for c in cols] for v in inner]
+        out = table(cols, rows, cls="data results")
+    else:
+        out = kv_table([(k, fmt_num(v)) for k, v in flatten(inner).items()])
+    if isinstance(data, dict) and inner is not data:
+        rest = {k: v for k, v in data.items() if k != "results"}
+        if rest:
+            out += kv_table([(k, fmt_num(v)) for k, v in flatten(rest).items()][:50])
+    return out
+
+
+def forecast_summary(fs, full: str, size: int) -> str:
+    data = _load_json(fs, full, size, "forecast.json")
+    return kv_table(
+        [(k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300])) for k, v in flatten(data).items()][
+            :80
+        ]
+    )
+
+
+KINDS = [
+    ("provenance.json", "Download", provenance_summary),
+    ("stats.json", "Counts", stats_summary),
+    ("metrics.jsonl", "Training", train_summary),
+    ("results.json", "Evaluation results", results_summary),
+    ("forecast.json", "Forecast", forecast_summary),
+]
+
+
+def step_summaries(fs, root: int, step_rel: str, step_full: str, files: dict[str, dict], fn: str) -> str:
+    """HTML sections for every well-known file among `files` (name -> ls entry, top level)."""
+    out = []
+    for name, title, render in KINDS:
+        if name not in files:
+            continue
+        if name == "stats.json":
+            low = fn.lower()
+            title = next(
+                (t for key, t in (("dedup", "Dedup"), ("filter", "Filter"), ("tokeni", "Tokenize")) if key in low),
+                "Stats",
+            )
+            title += " counts"
+        link = f'<a class="muted" href="{esc(url_file(root, f"{step_rel}/{name}"))}">{esc(name)}</a>'
+        try:
+            body = render(fs, f"{step_full}/{name}", files[name].get("size") or 0)
+        except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
+            body = error_box(str(e) if isinstance(e, ValueError) else f"{name}: {type(e).__name__}: {e}")
+        out.append(f'<section class="summary" data-kind="{esc(name)}"><h3>{esc(title)} {link}</h3>{body}</section>')
+    if "forecast.png" in files:
+        out.append(
+            '<section class="summary" data-kind="forecast.png"><h3>Forecast plot</h3>'
+            f'<div class="image"><img src="{esc(url_raw(root, f"{step_rel}/forecast.png"))}" alt="forecast"></div></section>'
+        )
+    return "".join(out)

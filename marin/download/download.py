@@ -1,0 +1,179 @@
+"""Copy a dataset into a step's output folder, from the Hugging Face hub, HTTP(S), buckets or disk.
+
+`source` names where the files are: `hf://datasets/ORG/NAME@REVISION/sub/dir` (huggingface_hub's
+fsspec filesystem; the revision is required, so a rerun gets the same bytes; `HF_ENDPOINT` and
+`HF_TOKEN` are read when the step runs), `https://host/dir` with explicit `files`, or any fsspec
+folder or file (`gs://`, `s3://`, `file://`, a local path) narrowed by `glob`. Files keep their path
+relative to `source` and are copied in parallel threads, each streamed to a temporary name while its
+sha256 is computed and moved into place only when complete (and, when `expected_sha256` names it,
+only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
+already in place, so an interrupted download resumes per file. `provenance.json` lists the source
+(relative to the output folder when both are on the same storage, so the bytes do not depend on the
+prefix), the revision, and every file's size and sha256, sorted by path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import fsspec
+
+from marin.processing.documents import concrete, join, write_json
+from marin.storage import portable_path
+
+logger = logging.getLogger(__name__)
+
+CHUNK = 8 << 20
+
+
+class ChecksumMismatchError(ValueError):
+    """A downloaded file's sha256 differs from `expected_sha256`; the message names the file."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DownloadConfig:
+    """Copy the files of `source` into `output_path`."""
+
+    source: str
+    """hf://datasets/ORG/NAME@REVISION/..., https://..., gs://, s3://, file:// or a local path (folder or file)."""
+    output_path: str
+    """Folder to copy into; files keep their path relative to source."""
+    glob: str = "**"
+    """Pattern, relative to a folder source, of the files to copy (not for http(s))."""
+    files: tuple[str, ...] = ()
+    """Explicit file paths relative to source (required for an http(s) folder); overrides glob."""
+    revision: str | None = None
+    """Revision for an hf:// source that has no @REVISION in it."""
+    expected_sha256: dict[str, str] | None = None
+    """Relative path -> expected sha256 hex; a mismatch fails the step naming the file."""
+    workers: int = 4
+    """Files copied at once (threads); the output does not depend on it."""
+
+    def __post_init__(self):
+        if concrete(self.source) and not self.source:
+            raise ValueError("DownloadConfig.source is empty")
+        if self.workers < 1:
+            raise ValueError(f"DownloadConfig.workers must be >= 1, got {self.workers}")
+
+
+def _hf_source(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, str, str]:
+    """(filesystem, resolved root, revision) for an hf:// source; the revision is mandatory."""
+    from huggingface_hub import HfFileSystem
+
+    path = config.source[len("hf://") :].rstrip("/")
+    match = re.match(r"^(datasets|models|spaces)/([^/@]+/[^/@]+)(?:@([^/]+))?(/.*)?$", path)
+    if not match:
+        raise ValueError(f"DownloadConfig.source: expected hf://datasets/ORG/NAME@REVISION/..., got {config.source}")
+    kind, repo, revision, rest = match.groups()
+    if revision and config.revision and revision != config.revision:
+        raise ValueError(f"DownloadConfig: source revision {revision!r} differs from revision {config.revision!r}")
+    revision = revision or config.revision
+    if not revision:
+        raise ValueError(
+            f"DownloadConfig.revision: hf:// sources need a revision (hf://{kind}/{repo}@REVISION/...), got {config.source}"
+        )
+    endpoint = os.environ.get("HF_ENDPOINT") or None
+    fs = HfFileSystem(endpoint=endpoint, token=os.environ.get("HF_TOKEN") or False, skip_instance_cache=True)
+    return fs, f"{kind}/{repo}@{revision}{rest or ''}", revision
+
+
+def list_source_files(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, list[tuple[str, str]], str | None]:
+    """(filesystem, [(relative path, source path)] sorted, revision) of what the step will copy."""
+    revision = None
+    if config.source.startswith(("http://", "https://")):
+        fs = fsspec.filesystem("http")
+        if config.files:
+            return fs, [(f, f"{config.source.rstrip('/')}/{f}") for f in sorted(config.files)], None
+        return fs, [(config.source.rstrip("/").rsplit("/", 1)[-1], config.source)], None
+    if config.source.startswith("hf://"):
+        fs, root, revision = _hf_source(config)
+    else:
+        fs, root = fsspec.core.url_to_fs(config.source)
+    root = root.rstrip("/")
+    if config.files:
+        pairs = [(f, f"{root}/{f}") for f in sorted(config.files)]
+    elif fs.isfile(root):
+        pairs = [(root.rsplit("/", 1)[-1], root)]
+    else:
+        if not fs.isdir(root):
+            raise FileNotFoundError(f"download: source does not exist: {config.source}")
+        found = fs.glob(f"{root}/{config.glob}", detail=True)
+        pairs = sorted((p[len(root) + 1 :], p) for p, info in found.items() if info.get("type") == "file")
+    if not pairs:
+        raise FileNotFoundError(f"download: no files match {config.glob!r} under {config.source}")
+    return fs, pairs, revision
+
+
+def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
+    out_fs, out_path = fsspec.core.url_to_fs(dest)
+    if out_fs.exists(out_path):
+        digest, size = hashlib.sha256(), 0
+        with out_fs.open(out_path, "rb") as f:
+            while chunk := f.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        sha = digest.hexdigest()
+        if expected and sha != expected:
+            raise ChecksumMismatchError(f"download: {rel}: existing file has sha256 {sha}, expected {expected}")
+        return {"path": rel, "size": size, "sha256": sha, "resumed": True}
+    parent = os.path.dirname(out_path)
+    out_fs.makedirs(parent, exist_ok=True)
+    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{os.path.basename(out_path)}"
+    digest, size = hashlib.sha256(), 0
+    try:
+        with fs.open(src, "rb") as fi, out_fs.open(tmp, "wb") as fo:
+            while chunk := fi.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                fo.write(chunk)
+        sha = digest.hexdigest()
+        if expected and sha != expected:
+            raise ChecksumMismatchError(
+                f"download: {rel}: sha256 {sha} does not match expected {expected} (from {src})"
+            )
+        out_fs.mv(tmp, out_path)
+    finally:
+        if out_fs.exists(tmp):
+            out_fs.rm(tmp)
+    logger.info("downloaded %s (%d bytes)", rel, size)
+    return {"path": rel, "size": size, "sha256": sha, "resumed": False}
+
+
+def download(config: DownloadConfig) -> dict:
+    """Run the download step; returns the provenance also written to provenance.json."""
+    from tqdm import tqdm
+
+    fs, pairs, revision = list_source_files(config)
+    expected = dict(config.expected_sha256 or {})
+    unknown = sorted(set(expected) - {rel for rel, _ in pairs})
+    if unknown:
+        raise ValueError(f"DownloadConfig.expected_sha256 names files the source does not have: {', '.join(unknown)}")
+    logger.info("downloading %d files from %s into %s", len(pairs), config.source, config.output_path)
+    results = []
+    with (
+        ThreadPoolExecutor(max_workers=config.workers) as pool,
+        tqdm(total=len(pairs), desc="download", unit="file") as bar,
+    ):
+        futures = [
+            pool.submit(_copy_one, fs, src, join(config.output_path, rel), rel, expected.get(rel)) for rel, src in pairs
+        ]
+        for future in futures:
+            results.append(future.result())
+            bar.update(1)
+    resumed = sum(r.pop("resumed") for r in results)
+    if resumed:
+        logger.info("download: %d of %d files were already in place", resumed, len(results))
+    provenance = {
+        "source": portable_path(config.source, config.output_path),
+        "revision": revision,
+        "files": results,
+        "total_size": sum(r["size"] for r in results),
+    }
+    write_json(join(config.output_path, "provenance.json"), provenance)
+    return provenance

@@ -1,0 +1,258 @@
+"""Quality filtering with datatrove's heuristic filters, every threshold a config field.
+
+The step runs datatrove's own filter classes (Gopher quality, Gopher repetition, C4, FineWeb
+quality) over each shard, in that order; a document is removed by the first filter that rejects it,
+and the removal is counted under that filter and datatrove's reason (`gopher_quality/gopher_short_doc`).
+A filter set to `None` is off. Datatrove's language filter is not offered: it downloads a fastText
+model, and these steps must run offline. Note that datatrove's C4 filter edits the documents it keeps
+(it drops citation markers and lines that fail its line rules); the others only decide.
+
+Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
+`stats.json` (documents in, kept, removed per filter and reason, bad lines skipped), and
+`removed_sample.jsonl.gz` (the first `removed_sample_size` removed documents in shard order, each with
+`metadata.filter_reason`). Per-shard counts sit in `.shard_stats/` so a resumed run can total them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import asdict, dataclass
+
+import fsspec
+
+from marin.processing.documents import (
+    EmptyInputError,
+    ReadReport,
+    atomic_write_bytes,
+    encode_documents,
+    join,
+    list_shards,
+    read_documents,
+    shard_name,
+    write_json,
+)
+from marin.processing.shards import run_shards
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GopherQualityConfig:
+    """Thresholds of datatrove's GopherQualityFilter (None turns one check off)."""
+
+    min_doc_words: int | None = 50
+    """Fewer words than this: removed (`gopher_short_doc`)."""
+    max_doc_words: int | None = 100_000
+    """More words than this: removed (`gopher_long_doc`)."""
+    min_avg_word_length: int | None = 3
+    """Mean word length in characters below this: removed."""
+    max_avg_word_length: int | None = 10
+    """Mean word length in characters above this: removed."""
+    max_symbol_word_ratio: float | None = 0.1
+    """Ratio of '#' and '...' to words above this: removed."""
+    max_bullet_lines_ratio: float | None = 0.9
+    """Fraction of lines starting with a bullet above this: removed."""
+    max_ellipsis_lines_ratio: float | None = 0.3
+    """Fraction of lines ending with an ellipsis above this: removed."""
+    max_non_alpha_words_ratio: float | None = 0.8
+    """Fraction of words with at least one letter below this: removed (datatrove's name, kept)."""
+    min_stop_words: int | None = 2
+    """Fewer English stop words than this: removed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GopherRepetitionConfig:
+    """Thresholds of datatrove's GopherRepetitionFilter (fractions in [0, 1]; None turns one off)."""
+
+    dup_line_frac: float | None = 0.3
+    """Fraction of lines that are duplicates above this: removed."""
+    dup_para_frac: float | None = 0.3
+    """Fraction of paragraphs that are duplicates above this: removed."""
+    dup_line_char_frac: float | None = 0.2
+    """Fraction of characters in duplicate lines above this: removed."""
+    dup_para_char_frac: float | None = 0.2
+    """Fraction of characters in duplicate paragraphs above this: removed."""
+    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
+    """(n, max fraction of characters in the most frequent n-gram)."""
+    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+    """(n, max fraction of characters in duplicated n-grams)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class C4QualityConfig:
+    """Options of datatrove's C4QualityFilter (line rules edit kept documents; -1 turns a count off)."""
+
+    split_paragraph: bool = True
+    """Split into lines on newlines (True) or into sentences (False)."""
+    remove_citations: bool = True
+    """Strip wikipedia-style citation markers like [1] from kept text."""
+    filter_no_terminal_punct: bool = True
+    """Drop lines that do not end in terminal punctuation."""
+    min_num_sentences: int = 5
+    """Fewer sentences than this after line rules: removed."""
+    min_words_per_line: int = 3
+    """Drop lines with fewer words than this."""
+    max_word_length: int = 1000
+    """Drop lines with a word longer than this many characters."""
+    filter_lorem_ipsum: bool = True
+    """Remove documents containing 'lorem ipsum'."""
+    filter_javascript: bool = True
+    """Drop lines that mention javascript."""
+    filter_curly_bracket: bool = True
+    """Remove documents containing a curly bracket."""
+    filter_policy: bool = True
+    """Drop lines with cookie/terms-of-use boilerplate."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FineWebQualityConfig:
+    """Thresholds of datatrove's FineWebQualityFilter."""
+
+    line_punct_thr: float = 0.12
+    """Fraction of lines ending in punctuation below this: removed."""
+    line_punct_exclude_zero: bool = False
+    """Do not remove documents where no line ends in punctuation."""
+    short_line_thr: float = 0.67
+    """Fraction of short lines above this: removed."""
+    short_line_length: int = 30
+    """A line shorter than this many characters is short."""
+    char_duplicates_ratio: float = 0.01
+    """Fraction of characters in duplicated lines above this: removed."""
+    new_line_ratio: float = 0.3
+    """Newlines per word above this: removed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FilterConfig:
+    """Filter every shard under `input_path` into `output_path`."""
+
+    input_path: str
+    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    output_path: str
+    """Folder to write kept shards, stats.json and removed_sample.jsonl.gz into."""
+    gopher_quality: GopherQualityConfig | None = GopherQualityConfig()
+    """Gopher quality heuristics; None: off."""
+    gopher_repetition: GopherRepetitionConfig | None = GopherRepetitionConfig()
+    """Gopher repetition heuristics; None: off."""
+    c4_quality: C4QualityConfig | None = None
+    """C4 heuristics (edit kept text); None: off."""
+    fineweb_quality: FineWebQualityConfig | None = None
+    """FineWeb heuristics; None: off."""
+    removed_sample_size: int = 20
+    """How many removed documents to keep in removed_sample.jsonl.gz."""
+    skip_bad_documents: bool = False
+    """Skip and count lines that are not valid documents instead of failing on the first."""
+    workers: int = 1
+    """Processes to filter shards with; the output does not depend on it."""
+
+    def __post_init__(self):
+        if self.removed_sample_size < 0:
+            raise ValueError(f"FilterConfig.removed_sample_size must be >= 0, got {self.removed_sample_size}")
+        if self.workers < 1:
+            raise ValueError(f"FilterConfig.workers must be >= 1, got {self.workers}")
+
+
+def _build_filters(config: FilterConfig) -> list[tuple[str, object]]:
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
+
+    filters = []
+    if config.gopher_quality is not None:
+        filters.append(("gopher_quality", GopherQualityFilter(**asdict(config.gopher_quality))))
+    if config.gopher_repetition is not None:
+        filters.append(("gopher_repetition", GopherRepetitionFilter(**asdict(config.gopher_repetition))))
+    if config.c4_quality is not None:
+        filters.append(("c4_quality", C4QualityFilter(**asdict(config.c4_quality))))
+    if config.fineweb_quality is not None:
+        filters.append(("fineweb_quality", FineWebQualityFilter(**asdict(config.fineweb_quality))))
+    return filters
+
+
+def _filter_shard(config: FilterConfig, in_path: str, index: int) -> None:
+    from datatrove.data import Document
+
+    filters = _build_filters(config)
+    report = ReadReport()
+    kept, sample = [], []
+    removed: Counter = Counter()
+    for doc in read_documents(in_path, skip_bad=config.skip_bad_documents, report=report):
+        dt_doc = Document(text=doc["text"], id=doc["id"], metadata=dict(doc["metadata"]))
+        reason = None
+        for name, flt in filters:
+            result = flt.filter(dt_doc)
+            ok, why = result if isinstance(result, tuple) else (result, None)
+            if not ok:
+                reason = f"{name}/{why or 'rejected'}"
+                break
+        if reason is None:
+            kept.append({**doc, "text": dt_doc.text})
+        else:
+            removed[reason] += 1
+            if len(sample) < config.removed_sample_size:
+                sample.append({**doc, "metadata": {**doc["metadata"], "filter_reason": reason}})
+    stats = {
+        "input": in_path.rsplit("/", 1)[-1],
+        "documents": report.documents,
+        "kept": len(kept),
+        "removed": dict(sorted(removed.items())),
+        "skipped_bad_documents": dict(sorted(report.skipped.items())),
+        "removed_sample": sample,
+    }
+    write_json(join(config.output_path, ".shard_stats", f"part-{index:05d}.json"), stats)
+    atomic_write_bytes(join(config.output_path, shard_name(index)), encode_documents(kept))
+    logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), report.documents)
+
+
+def filter_documents(config: FilterConfig) -> dict:
+    """Run the filter step; returns the totals also written to stats.json."""
+    shards = list_shards(config.input_path)
+    logger.info("filtering %d shards from %s into %s", len(shards), config.input_path, config.output_path)
+    run_shards(
+        _filter_shard,
+        [(config, path, i) for i, path in enumerate(shards)],
+        workers=config.workers,
+        desc="filter",
+        done_path=lambda i: join(config.output_path, shard_name(i)),
+    )
+    per_shard = []
+    for i in range(len(shards)):
+        with fsspec.open(join(config.output_path, ".shard_stats", f"part-{i:05d}.json"), "r") as f:
+            per_shard.append(json.load(f))
+    return _write_totals(config, per_shard)
+
+
+def _write_totals(config: FilterConfig, per_shard: list[dict]) -> dict:
+    documents = sum(s["documents"] for s in per_shard)
+    if documents == 0:
+        raise EmptyInputError(f"filter: no documents in input path {config.input_path}")
+    by_filter: dict[str, dict] = {}
+    skipped: Counter = Counter()
+    for s in per_shard:
+        skipped.update(s["skipped_bad_documents"])
+        for reason, n in s["removed"].items():
+            name, why = reason.split("/", 1)
+            entry = by_filter.setdefault(name, {"removed": 0, "reasons": {}})
+            entry["removed"] += n
+            entry["reasons"][why] = entry["reasons"].get(why, 0) + n
+    enabled = [name for name in ("gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality")]
+    enabled = [n for n in enabled if getattr(config, n) is not None]
+    stats = {
+        "shards": len(per_shard),
+        "documents": documents,
+        "kept": sum(s["kept"] for s in per_shard),
+        "removed": documents - sum(s["kept"] for s in per_shard),
+        "filters": enabled,
+        "removed_by_filter": {n: by_filter.get(n, {"removed": 0, "reasons": {}}) for n in enabled},
+        "skipped_bad_documents": dict(sorted(skipped.items())),
+    }
+    sample = [d for s in per_shard for d in s["removed_sample"]][: config.removed_sample_size]
+    atomic_write_bytes(join(config.output_path, "removed_sample.jsonl.gz"), encode_documents(sample))
+    write_json(join(config.output_path, "stats.json"), stats)
+    logger.info("filter: kept %d of %d documents -> %s", stats["kept"], documents, config.output_path)
+    return stats

@@ -1,0 +1,127 @@
+"""The tokenize step: Levanter caches that Levanter loads as its own, splits by id hash, reruns, bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+
+import pytest
+
+from marin.processing.documents import EmptyInputError
+from marin.processing.tokenize import TokenizeConfig, build_levanter_cache, is_validation, tokenize
+from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+from tests.data_docs import doc, english_doc, tree_bytes, write_shard
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tokenize")
+    rng = random.Random(11)
+    docs = [[doc(f"d{s}-{i}", english_doc(rng, rng.randint(20, 200))) for i in range(40)] for s in range(3)]
+    for s, shard in enumerate(docs):
+        write_shard(root / "docs" / f"part-{s:05d}.jsonl.gz", shard)
+    train_tokenizer(TrainTokenizerConfig(input_path=str(root / "docs"), output_path=str(root / "tok"), vocab_size=350))
+    return root, [d for shard in docs for d in shard]
+
+
+def _levanter_load(cache_dir: str, tok: str, split: str):
+    from levanter.data.text import TextLmDatasetFormat, UrlSingleDatasetLMConfig
+
+    cfg = UrlSingleDatasetLMConfig(
+        cache_dir=cache_dir, tokenizer=tok, format=TextLmDatasetFormat(), train_urls=[], validation_urls=[]
+    )
+    return cfg.build_or_load_cache(split, monitors=False)
+
+
+def test_tokenize_writes_caches_levanter_loads_as_its_own_with_bos_and_eos(data, tmp_path, caplog):
+    from transformers import AutoTokenizer
+
+    root, docs = data
+    out, tok = str(tmp_path / "out"), str(root / "tok")
+    stats = tokenize(
+        TokenizeConfig(input_path=str(root / "docs"), tokenizer=tok, output_path=out, validation_fraction=0.2)
+    )
+
+    val = [d for d in docs if is_validation(d["id"], 0.2)]
+    train = [d for d in docs if not is_validation(d["id"], 0.2)]
+    assert 10 <= len(val) <= 40
+    assert stats["train"]["documents"] == len(train) and stats["validation"]["documents"] == len(val)
+    assert stats["train"]["bytes"] == sum(len(d["text"].encode()) for d in train)
+    assert json.loads((tmp_path / "out" / "stats.json").read_text()) == stats
+    info = json.loads((tmp_path / "out" / "tokenize_info.json").read_text())
+    assert info["splits"] == ["train", "validation"] and info["tokenizer_relative_to_this_folder"]
+    assert os.path.normpath(os.path.join(out, info["tokenizer"])) == tok
+    assert (tmp_path / "out" / "volatile_files.txt").read_text().split() == [
+        "train/shard_ledger.json",
+        "validation/shard_ledger.json",
+    ]
+
+    hf = AutoTokenizer.from_pretrained(tok)
+    caplog.set_level(logging.WARNING)
+    for split, split_docs in (("train", train), ("validation", val)):
+        cache = _levanter_load(out, tok, split)
+        assert cache is not None and len(cache) == len(split_docs)
+        rows = cache.get_batch_sync(list(range(len(split_docs))))
+        assert sum(len(r["input_ids"]) for r in rows) == stats[split]["tokens"]
+        for row, d in zip(rows[:5], split_docs[:5], strict=True):
+            ids = list(row["input_ids"])
+            assert ids[0] == hf.bos_token_id and ids[-1] == hf.eos_token_id
+            assert hf.decode(ids, skip_special_tokens=True).strip() == d["text"]
+    assert not [r for r in caplog.records if "Metadata mismatch" in r.getMessage()]
+
+
+def test_explicit_validation_path_and_build_levanter_cache_helper(data, tmp_path):
+    root, docs = data
+    tok = str(root / "tok")
+    write_shard(tmp_path / "val" / "part-00000.jsonl.gz", docs[:3])
+    stats = tokenize(
+        TokenizeConfig(
+            input_path=str(root / "docs"),
+            tokenizer=tok,
+            output_path=str(tmp_path / "out"),
+            validation_path=str(tmp_path / "val"),
+            validation_fraction=0.0,
+        )
+    )
+    assert stats["train"]["documents"] == len(docs) and stats["validation"]["documents"] == 3
+
+    counts = build_levanter_cache([d["text"] for d in docs[:3]], tok, str(tmp_path / "helper" / "validation"))
+    assert counts["documents"] == 3
+    assert tree_bytes(tmp_path / "helper" / "validation") == tree_bytes(tmp_path / "out" / "validation")
+    assert len(_levanter_load(str(tmp_path / "helper"), tok, "validation")) == 3
+
+
+def test_tokenize_twice_gives_identical_bytes_and_a_rerun_rebuilds_only_an_unfinished_split(data, tmp_path, caplog):
+    root, _ = data
+    cfgs = [
+        TokenizeConfig(input_path=str(root / "docs"), tokenizer=str(root / "tok"), output_path=str(tmp_path / n))
+        for n in ("a", "b")
+    ]
+    for cfg in cfgs:
+        tokenize(cfg)
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+
+    (tmp_path / "a" / "validation" / "shard_ledger.json").unlink()
+    train_mtime = (tmp_path / "a" / "train" / "shard_ledger.json").stat().st_mtime_ns
+    caplog.set_level(logging.INFO, logger="marin.processing.tokenize")
+    tokenize(cfgs[0])
+    assert any("train is already finished" in r.getMessage() for r in caplog.records)
+    assert (tmp_path / "a" / "train" / "shard_ledger.json").stat().st_mtime_ns == train_mtime
+    assert tree_bytes(tmp_path / "a") == tree_bytes(tmp_path / "b")
+
+
+def test_bad_configs_and_empty_input_fail_clearly(data, tmp_path):
+    root, _ = data
+    with pytest.raises(ValueError, match="validation_fraction must be in"):
+        TokenizeConfig(input_path="x", tokenizer="t", output_path="o", validation_fraction=1.5)
+    with pytest.raises(ValueError, match="set validation_fraction=0"):
+        TokenizeConfig(input_path="x", tokenizer="t", output_path="o", validation_path="v")
+    write_shard(tmp_path / "empty" / "part-00000.jsonl.gz", [])
+    with pytest.raises(EmptyInputError, match="no documents for the train split"):
+        tokenize(
+            TokenizeConfig(
+                input_path=str(tmp_path / "empty"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "o")
+            )
+        )
