@@ -187,7 +187,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
 
     out = config.output_path
     o = config.optimizer
-    trackers = [MetricsJsonlConfig(path=posixpath.join(out, "metrics.jsonl"))]
+    trackers = [MetricsJsonlConfig(path=posixpath.join(out, "metrics.jsonl"), tokens_per_step=config.tokens_per_step)]
     if config.wandb_mode != "disabled":
         trackers.append(
             WandbConfig(
