@@ -86,7 +86,7 @@ def test_evaluates_the_latest_complete_checkpoint_of_a_run_still_in_progress(roo
             max_documents=8,
         )
     )
-    assert results["step"] == 8 and results["checkpoint"].endswith("checkpoints/step-8")
+    assert results["step"] == 8 and results["checkpoint"].endswith("running/checkpoints/step-8")
     assert not results["train_complete"]
     assert results["tokens"] == 9 * 8 * 64 and results["flops"] == 6 * info["parameter_count"] * 9 * 8 * 64
     table = pq.read_table(out / "results.parquet").to_pylist()

@@ -18,7 +18,7 @@ from marin.training.config import LlamaModelConfig, TrainConfig
 from tests.training_fixtures import PHASE_LR, corpus, reference_run, tiny_train_config
 
 REPO = Path(__file__).resolve().parents[1]
-TIMING = ("tokens_per_second", "duration_s", "elapsed_s")
+TIMING = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
 
 
 @pytest.fixture(scope="module")
@@ -106,10 +106,10 @@ def test_killed_run_resumes_from_its_last_checkpoint_and_ends_like_an_uninterrup
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 420
         while not (killed / "checkpoints/step-8/metadata.json").exists():
             assert proc.poll() is None, "the training subprocess died before its first checkpoint"
-            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            assert time.monotonic() < deadline, "no checkpoint after 420 s"
             time.sleep(0.02)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)

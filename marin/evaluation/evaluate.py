@@ -211,10 +211,12 @@ def evaluate(config: EvalConfig) -> dict:
                 per_set[name]["bpb"],
                 len(docs),
             )
+    from marin.storage.paths import portable_path
+
     results = {
-        "checkpoint": checkpoint,
+        "checkpoint": portable_path(checkpoint, config.output_path),
         "step": step,
-        "train_output": train_output,
+        "train_output": portable_path(train_output, config.output_path),
         "train_complete": bool(info.get("complete")) and step == info.get("final_step"),
         "parameter_count": info["parameter_count"],
         "tokens": (step + 1) * info["train_batch_size"] * model_config.seq_len,

@@ -166,13 +166,15 @@ def _rung(results: dict, config: ForecastConfig, where: str) -> float:
 
 def forecast(config: ForecastConfig) -> dict:
     """Fit the law to the rungs, predict at the target, write `forecast.json` and `forecast.png`."""
+    from marin.storage.paths import portable_path
+
     rungs = []
     for evaluation in config.evaluations:
         where = posixpath.join(evaluation, "results.json")
         results = _read(where)
         rungs.append(
             {
-                "evaluation": evaluation,
+                "evaluation": portable_path(evaluation, config.output_path),
                 "checkpoint": results["checkpoint"],
                 "parameter_count": results["parameter_count"],
                 "tokens": results["tokens"],

@@ -1,9 +1,13 @@
 """`metrics.jsonl`: one line per training step, written by a Levanter tracker into the step's folder.
 
-Levanter reports a step's numbers in several calls (the loss, then throughput, then evaluation), so the
-tracker gathers them by step and writes a line when the next step begins. Each line holds `step`
+Levanter reports a step's numbers in several calls; the line is appended when the loss arrives (so it is on
+disk before the step's checkpoint, started by the hooks that run after it, can be committed); evaluation
+results that come later rewrite the file at once, timings are added when it is rewritten at the end (a
+killed run's lines lack them); `tokens` is computed
+(`tokens_per_step * (step + 1)`), not read from Levanter's throughput log. Each line holds `step`
 (Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
-step's computation), `elapsed_s` (wall clock since this process began training, when the step began), and
+step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training,
+when the step's first figure arrived), and
 `eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps. Only the timing fields
 vary between two runs with one seed.
 
@@ -33,11 +37,10 @@ logger = logging.getLogger(__name__)
 _FIELDS = {
     "train/loss": "loss",
     "optim/learning_rate": "lr",
-    "throughput/total_tokens": "tokens",
     "throughput/tokens_per_second": "tokens_per_second",
     "throughput/duration": "duration_s",
 }
-TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s")
+TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
 
 
 def _scalar(value: Any) -> float | int | None:
@@ -69,8 +72,10 @@ def _pick(metrics: dict[str, Any]) -> dict[str, Any]:
 class MetricsJsonlTracker(Tracker):
     name: str = "marin_metrics"
 
-    def __init__(self, path: str, remote_flush_s: float):
+    def __init__(self, path: str, remote_flush_s: float, tokens_per_step: int):
         self.path = path
+        self.tokens_per_step = tokens_per_step
+        self.dirty = False
         self.fs, self.plain = fsspec.core.url_to_fs(path)
         self.local = self.fs.protocol in ("file", ("file", "local")) or "file" in self.fs.protocol
         self.remote_flush_s = remote_flush_s
@@ -82,6 +87,7 @@ class MetricsJsonlTracker(Tracker):
         self.pending: dict[str, Any] | None = None
         self.truncated = False
         self.last_flush = self.started = time.monotonic()
+        self.started_cpu = time.process_time()
 
     def _drop_from(self, step: int) -> None:
         kept = [line for line in self.lines if line["step"] < step]
@@ -119,11 +125,29 @@ class MetricsJsonlTracker(Tracker):
         if not self.truncated:
             self.truncated = True
             self._drop_from(step)
+        if self.pending is None and self.lines and self.lines[-1]["step"] == step:
+            # a figure from the step's hooks, which Levanter runs after logging the loss: evaluation results
+            # are written at once (rewriting the file), timings are kept for the rewrite at the end
+            self.lines[-1].update(picked)
+            if set(picked) <= set(TIMING_FIELDS):
+                self.dirty = True
+            else:
+                self._rewrite()
+            return
         if self.pending is not None and self.pending["step"] != step:
             self._emit()
         if self.pending is None:
-            self.pending = {"step": step, "elapsed_s": round(time.monotonic() - self.started, 4)}
+            self.pending = {
+                "step": step,
+                "elapsed_s": round(time.monotonic() - self.started, 4),
+                "cpu_s": round(time.process_time() - self.started_cpu, 4),
+            }
         self.pending.update(picked)
+        if "loss" in picked:
+            # written as soon as the loss arrives (right after the hooks that start the step's checkpoint),
+            # so that the line is on disk before that checkpoint can be committed
+            self.pending["tokens"] = self.tokens_per_step * (step + 1)
+            self._emit()
 
     def log_hyperparameters(self, hparams):
         pass
@@ -136,7 +160,7 @@ class MetricsJsonlTracker(Tracker):
 
     def finish(self):
         self._emit()
-        if not self.local:
+        if self.dirty or not self.local:
             self._rewrite()
 
 
@@ -144,7 +168,8 @@ class MetricsJsonlTracker(Tracker):
 @dataclass
 class MetricsJsonlConfig(TrackerConfig):
     path: str = "metrics.jsonl"
+    tokens_per_step: int = 0
     remote_flush_s: float = 30.0
 
     def init(self, run_id):
-        return MetricsJsonlTracker(self.path, self.remote_flush_s)
+        return MetricsJsonlTracker(self.path, self.remote_flush_s, self.tokens_per_step)

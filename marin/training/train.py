@@ -26,6 +26,7 @@ import logging
 import os
 import posixpath
 import tempfile
+import threading
 import time
 from datetime import timedelta
 
@@ -34,6 +35,15 @@ from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
 
 logger = logging.getLogger(__name__)
+
+VOLATILE = ["metrics.jsonl", "wandb/", "checkpoints/*/metadata.json", "train_info.json", "phase.json"]
+"""Output files whose bytes may differ between two identical runs: timings, the W&B run, checkpoint
+timestamps, and the two records that hold absolute paths. Parameters, optimizer state and the HF export
+do not (`marin verify` compares those)."""
+
+_ONE_TRAINING_PER_PROCESS = threading.Lock()
+"""Levanter keeps global state (the tracker, logging, jax config): trainings in one process (the executor's
+local backend runs steps in threads) take turns."""
 
 
 def _url_to_fs(path: str):
@@ -71,8 +81,17 @@ def tokenizer_of(tokenized_path: str) -> str:
     info = _read_json(info_path)
     for key in ("tokenizer", "tokenizer_path"):
         if info.get(key):
-            return info[key]
+            return _resolve_relative(info[key], tokenized_path)
     raise ValueError(f"{info_path} names no tokenizer (expected a 'tokenizer' field)")
+
+
+def _resolve_relative(path: str, base: str) -> str:
+    """A path written relative to `base` (the data steps write portable paths) made absolute."""
+    if "://" in path or path.startswith("/"):
+        return path
+    protocol, _, rest = base.rpartition("://")
+    joined = posixpath.normpath(posixpath.join(rest if protocol else os.path.abspath(base), path))
+    return f"{protocol}://{joined}" if protocol else joined
 
 
 def resolve_tokenizer(config: TrainConfig) -> str:
@@ -168,7 +187,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
 
     out = config.output_path
     o = config.optimizer
-    trackers = [MetricsJsonlConfig(path=posixpath.join(out, "metrics.jsonl"))]
+    trackers = [MetricsJsonlConfig(path=posixpath.join(out, "metrics.jsonl"), tokens_per_step=config.tokens_per_step)]
     if config.wandb_mode != "disabled":
         trackers.append(
             WandbConfig(
@@ -276,6 +295,9 @@ def train(config: TrainConfig) -> None:
             },
         )
     _write_train_info(config, tokenizer, parent, None, None)
+    from marin.storage import write_volatile_list
+
+    write_volatile_list(out, VOLATILE)
     resumed = list_checkpoints(out)
     logger.info(
         "training %s: %d steps of %d tokens%s -> %s",
@@ -297,7 +319,9 @@ def train(config: TrainConfig) -> None:
     else:
         from levanter.main import train_lm
 
-        with _environment(env):
+        if _ONE_TRAINING_PER_PROCESS.locked():
+            logger.info("another training runs in this process: %s waits for it", run_id)
+        with _ONE_TRAINING_PER_PROCESS, _environment(env):
             train_lm.main(levanter_config(config, tokenizer, parent, run_id))
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
