@@ -191,3 +191,30 @@ def default_tokenize(
         ),
         resources=ResourceConfig(cpu=1),
     )
+
+
+# The second half of an experiment (train, evaluate, scaling ladder) lives in defaults_training.py;
+# re-exported here so that an experiment imports every helper from one place.
+from experiments.defaults_training import (  # noqa: E402
+    TUTORIAL_LADDER,
+    Ladder,
+    default_eval,
+    default_train,
+    ladder_model,
+    scaling_ladder,
+)
+
+__all__ = [
+    "TUTORIAL_LADDER",
+    "Ladder",
+    "default_dedup",
+    "default_download",
+    "default_eval",
+    "default_filter",
+    "default_tokenize",
+    "default_tokenizer",
+    "default_train",
+    "ladder_model",
+    "scaling_ladder",
+    "shakespeare_source",
+]
