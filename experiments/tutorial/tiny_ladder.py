@@ -1,8 +1,8 @@
 """A scaling ladder on the tutorial's data: forecast a bigger run before paying for it.
 
-Three tiny Llamas (widths 32, 48, 64) are trained at compute-matched budgets (D = tokens_per_param · N
+Four tiny Llamas (widths 24, 32, 48, 64) are trained at compute-matched budgets (D = tokens_per_param · N
 tokens each, C = 6·N·D FLOPs), each is evaluated on the held-out split, and a forecast step fits
-loss(C) = a·C^(−b) + c to the three points and predicts the loss of a run ten times bigger, with an
+loss(C) = a·C^(−b) + c to the four points and predicts the loss of a run ten times bigger, with an
 interval, in `forecast.json` and `forecast.png`. The data steps are the tutorial's (same hashes, so
 after `make run` they are not run again). tokens_per_param is 2 here, not the usual 20, so that the
 ladder takes minutes on a CPU; the forecast says so in its record.
@@ -24,7 +24,7 @@ from marin.training.config import OptimizerConfig
 VOCAB_SIZE = 1024
 
 
-def build(sizes: tuple[int, ...] = (32, 48, 64), tokens_per_param: float = 2, plays: tuple[str, ...] = ()):
+def build(sizes: tuple[int, ...] = (24, 32, 48, 64), tokens_per_param: float = 2, plays: tuple[str, ...] = ()):
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
     return scaling_ladder(
         "tiny-shakespeare-ladder",
