@@ -35,8 +35,8 @@ class LocalBackend:
         task.capture = "thread"
         return self._pool.submit(execute_step, task)
 
-    def wait_any(self, handles: list) -> list[tuple[Any, StepOutcome]]:
-        done, _ = concurrent.futures.wait(handles, return_when=concurrent.futures.FIRST_COMPLETED)
+    def wait_any(self, handles: list, timeout: float | None = None) -> list[tuple[Any, StepOutcome]]:
+        done, _ = concurrent.futures.wait(handles, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
         results = []
         for handle in done:
             try:
@@ -142,8 +142,8 @@ class RayBackend:
             opts["runtime_env"] = {"env_vars": env}
         return self._remote.options(max_retries=RAY_SYSTEM_RETRIES, retry_exceptions=False, **opts).remote(task)
 
-    def wait_any(self, handles: list) -> list[tuple[Any, StepOutcome]]:
-        ready, _ = self._ray.wait(handles, num_returns=1)
+    def wait_any(self, handles: list, timeout: float | None = None) -> list[tuple[Any, StepOutcome]]:
+        ready, _ = self._ray.wait(handles, num_returns=1, timeout=timeout)
         results = []
         for ref in ready:
             try:

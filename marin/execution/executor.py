@@ -38,6 +38,9 @@ from marin.storage import append_line, create_if_absent, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_EVERY_S = 30.0
+"""While steps run, say which ones every this many seconds (the wait returns at once when one finishes)."""
+
 
 class ExecutorRunError(RuntimeError):
     """Some steps failed; `outcomes` has every step's result and the message a summary table."""
@@ -266,7 +269,18 @@ class Executor:
                 ready = []
                 if not in_flight:
                     break
-                for handle, outcome in backend.wait_any(list(in_flight)):
+                finished = backend.wait_any(list(in_flight), timeout=PROGRESS_EVERY_S)
+                if not finished:
+                    running = ", ".join(sorted(p.relative_output_path for p in in_flight.values())[:5])
+                    logger.info(
+                        "[%d/%d %.0fs] running: %s%s",
+                        done_count,
+                        total,
+                        time.monotonic() - t_start,
+                        running,
+                        " ..." if len(in_flight) > 5 else "",
+                    )
+                for handle, outcome in finished:
                     p = in_flight.pop(handle)
                     outcomes[id(p)] = outcome
                     done_count += 1
