@@ -46,9 +46,34 @@ def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
     found = []
     for entry in fs.ls(root, detail=False):
         match = _STEP_DIR.match(posixpath.basename(entry.rstrip("/")))
-        if match and fs.exists(posixpath.join(entry, "metadata.json")):
+        if match and _metadata_ok(fs, entry):
             found.append((int(match.group(1)), _rejoin(train_output, entry)))
     return sorted(found)
+
+
+def _metadata_ok(fs, checkpoint_dir: str) -> bool:
+    """A checkpoint counts once its metadata.json is complete JSON (a kill can leave it empty)."""
+    try:
+        with fs.open(posixpath.join(checkpoint_dir, "metadata.json")) as f:
+            return "step" in json.load(f)
+    except (FileNotFoundError, ValueError, TypeError, KeyError):
+        return False
+
+
+def discard_incomplete_checkpoints(train_output: str) -> list[str]:
+    """Deletes step folders a killed run left unfinished (no or unreadable metadata.json), so that
+    resuming starts from the last complete checkpoint instead of tripping over a half-written one.
+    Only called by the train step while it holds the step's lease: nobody else writes here."""
+    fs, plain = _fs(train_output)
+    root = posixpath.join(plain, "checkpoints")
+    if not fs.exists(root):
+        return []
+    removed = []
+    for entry in fs.ls(root, detail=False):
+        if _STEP_DIR.match(posixpath.basename(entry.rstrip("/"))) and not _metadata_ok(fs, entry):
+            fs.rm(entry, recursive=True)
+            removed.append(_rejoin(train_output, entry))
+    return removed
 
 
 def checkpoint_step(checkpoint: str) -> int:

@@ -30,7 +30,7 @@ import threading
 import time
 from datetime import timedelta
 
-from marin.training.checkpoints import list_checkpoints
+from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
 
@@ -298,6 +298,8 @@ def train(config: TrainConfig) -> None:
     from marin.storage import write_volatile_list
 
     write_volatile_list(out, VOLATILE)
+    for incomplete in discard_incomplete_checkpoints(out):
+        logger.warning("discarded the incomplete checkpoint %s left by an interrupted run", incomplete)
     resumed = list_checkpoints(out)
     logger.info(
         "training %s: %d steps of %d tokens%s -> %s",
