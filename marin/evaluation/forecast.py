@@ -242,8 +242,13 @@ def plot(fit: Fit, rungs: list[dict], config: ForecastConfig, predicted: float, 
             color="tab:red",
             markersize=12,
             capsize=4,
-            label=f"forecast ({config.confidence:.0%} interval)",
+            label=f"forecast ({config.confidence:.0%} interval {interval[0]:.3g}–{interval[1]:.3g})",
         )
+        shown = np.concatenate([values, [predicted], fit.predict(grid)])
+        span = shown.max() - shown.min()
+        low, high = shown.min() - 0.25 * span, shown.max() + 0.25 * span
+        if interval[0] < low or interval[1] > high:
+            ax.set_ylim(low, high)
     else:
         ax.plot([config.target_flops], [predicted], "*", color="tab:red", markersize=12, label="forecast")
     ax.set_xscale("log")
