@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import fsspec
 
-from marin.processing.documents import concrete, join, write_json
-from marin.storage import portable_path
+from marin.processing.documents import concrete, write_json
+from marin.storage import join, portable_path
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from marin.processing.documents import atomic_write_bytes, encode_documents, join, shard_name, write_json
+from marin.processing.documents import encode_documents, shard_name, write_json
+from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def write_shakespeare_corpus(config: ShippedCorpusConfig) -> dict:
     docs = shakespeare_documents(config.plant_duplicates, tuple(config.plays))
     per_shard = -(-len(docs) // config.num_shards)
     for i in range(config.num_shards):
-        atomic_write_bytes(
+        write_bytes(
             join(config.output_path, shard_name(i)), encode_documents(docs[i * per_shard : (i + 1) * per_shard])
         )
     planted = [d["id"] for d in docs if "planted_duplicate_of" in d["metadata"]]

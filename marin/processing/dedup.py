@@ -29,17 +29,15 @@ import fsspec
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    atomic_write_bytes,
     concrete,
     encode_documents,
-    exists,
-    join,
     list_shards,
     read_documents,
     shard_name,
     write_json,
 )
 from marin.processing.shards import run_shards, worker_pool
+from marin.storage import exists, join, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +219,7 @@ def _write_shard(config: DedupConfig, path: str, index: int, exact_removed: dict
         "skipped_bad_documents": skipped,
     }
     write_json(join(config.output_path, ".shard_stats", f"part-{index:05d}.json"), stats)
-    atomic_write_bytes(join(config.output_path, shard_name(index)), encode_documents(d.metadata["_raw"] for d in kept))
+    write_bytes(join(config.output_path, shard_name(index)), encode_documents(d.metadata["_raw"] for d in kept))
     logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), len(all_ids))
 
 
@@ -289,7 +287,7 @@ def _write_totals(config: DedupConfig, per_shard: list[dict]) -> dict:
         "skipped_bad_documents": dict(sorted(skipped.items())),
     }
     body = "".join(json.dumps(line, sort_keys=True) + "\n" for line in removed_lines)
-    atomic_write_bytes(join(config.output_path, "removed_ids.jsonl"), body.encode("utf-8"))
+    write_bytes(join(config.output_path, "removed_ids.jsonl"), body.encode("utf-8"))
     write_json(join(config.output_path, "stats.json"), stats)
     logger.info("dedup: kept %d of %d documents -> %s", kept, documents, config.output_path)
     return stats

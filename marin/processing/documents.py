@@ -14,13 +14,13 @@ import gzip
 import io
 import json
 import logging
-import os
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import fsspec
+
+from marin.storage import write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -145,26 +145,6 @@ def encode_documents(docs: Iterable[dict]) -> bytes:
     return buf.getvalue()
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write under a temporary name beside `path`, then move it into place: readers never see half a file."""
-    fs, p = fsspec.core.url_to_fs(path)
-    parent = os.path.dirname(p)
-    if parent:
-        fs.makedirs(parent, exist_ok=True)
-    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{os.path.basename(p)}"
-    with fs.open(tmp, "wb") as f:
-        f.write(data)
-    fs.mv(tmp, p)
-
-
 def write_json(path: str, obj) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
-def exists(path: str) -> bool:
-    fs, p = fsspec.core.url_to_fs(path)
-    return fs.exists(p)
-
-
-def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
+    """Sorted, indented JSON published atomically (marin.storage.write_bytes)."""
+    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -25,15 +25,14 @@ import fsspec
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    atomic_write_bytes,
     encode_documents,
-    join,
     list_shards,
     read_documents,
     shard_name,
     write_json,
 )
 from marin.processing.shards import run_shards
+from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +204,7 @@ def _filter_shard(config: FilterConfig, in_path: str, index: int) -> None:
         "removed_sample": sample,
     }
     write_json(join(config.output_path, ".shard_stats", f"part-{index:05d}.json"), stats)
-    atomic_write_bytes(join(config.output_path, shard_name(index)), encode_documents(kept))
+    write_bytes(join(config.output_path, shard_name(index)), encode_documents(kept))
     logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), report.documents)
 
 
@@ -252,7 +251,7 @@ def _write_totals(config: FilterConfig, per_shard: list[dict]) -> dict:
         "skipped_bad_documents": dict(sorted(skipped.items())),
     }
     sample = [d for s in per_shard for d in s["removed_sample"]][: config.removed_sample_size]
-    atomic_write_bytes(join(config.output_path, "removed_sample.jsonl.gz"), encode_documents(sample))
+    write_bytes(join(config.output_path, "removed_sample.jsonl.gz"), encode_documents(sample))
     write_json(join(config.output_path, "stats.json"), stats)
     logger.info("filter: kept %d of %d documents -> %s", stats["kept"], documents, config.output_path)
     return stats

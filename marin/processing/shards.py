@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from marin.processing.documents import exists
+from marin.storage import exists
 
 logger = logging.getLogger(__name__)
 

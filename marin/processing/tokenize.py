@@ -34,12 +34,11 @@ from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
     concrete,
-    join,
     list_shards,
     read_documents,
     write_json,
 )
-from marin.storage import portable_path, write_volatile_list
+from marin.storage import join, portable_path, write_volatile_list
 
 logger = logging.getLogger(__name__)
 

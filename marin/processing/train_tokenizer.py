@@ -19,11 +19,11 @@ from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
     concrete,
-    join,
     list_shards,
     read_documents,
     write_json,
 )
+from marin.storage import join
 
 logger = logging.getLogger(__name__)
 

@@ -45,12 +45,20 @@ def relative_to(path: str, base: str) -> str:
 
 
 def endpoint_for(protocol: str) -> str | None:
-    """The emulator or custom endpoint configured for a protocol (env), None for the real service."""
+    """The emulator or custom endpoint configured for a protocol (env, else fsspec's own config for that
+    protocol, so that marin's raw clients and plain fsspec agree), None for the real service."""
     if protocol in ("gs", "gcs"):
-        return os.environ.get("STORAGE_EMULATOR_HOST") or None
-    if protocol in ("s3", "s3a"):
-        return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-    return None
+        found = os.environ.get("STORAGE_EMULATOR_HOST")
+    elif protocol in ("s3", "s3a"):
+        found = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    else:
+        return None
+    if found:
+        return found
+    import fsspec.config
+
+    conf = fsspec.config.conf.get("gcs" if protocol == "gs" else "s3" if protocol == "s3a" else protocol) or {}
+    return conf.get("endpoint_url") or (conf.get("client_kwargs") or {}).get("endpoint_url") or None
 
 
 @functools.lru_cache(maxsize=64)
