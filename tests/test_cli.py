@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+
+from tests.cli_support import marin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HELLO = os.path.join(REPO, "experiments", "tutorial", "hello_world.py")
-
-
-def marin(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "marin.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO),
-        timeout=300,
-    )
 
 
 def test_plan_says_what_would_run_and_why(tmp_path):

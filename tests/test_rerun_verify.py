@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from marin.execution.rerun import RerunError, rebuild_steps
 from marin.execution.verify import compare_records
+from tests.cli_support import marin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,17 +61,6 @@ again = ExecutorStep("chain/sum2", add, SumConfig(input_path=output_path_of(base
 if __name__ == "__main__":
     executor_main(steps=[total, again, other], description="a small chain")
 '''
-
-
-def marin(*args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "marin.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
-        timeout=300,
-    )
 
 
 @pytest.fixture

@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from marin.execution import Executor
 from marin.execution.verify import compare_records
+from tests.cli_support import marin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"plays": ("hamlet", "macbeth", "othello"), "vocab_size": 512, "num_train_steps": 6, "train_batch_size": 4}
-
-
-def marin(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "marin.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO),
-        timeout=900,
-    )
 
 
 @pytest.fixture(scope="module")

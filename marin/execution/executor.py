@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from marin.execution.authoring import ExecutorStep
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.records import (
-    dumps_record,
+    dump_json,
     experiment_hash,
     experiment_record,
     git_state,
@@ -194,7 +194,7 @@ class Executor:
             return
         record = experiment_record(plan, self.experiment_name, self.script, self.description)
         record.update(self.record_extra)
-        if create_if_absent(record_path, dumps_record(record)) is not None:
+        if create_if_absent(record_path, dump_json(record)) is not None:
             logger.info("experiment record: %s", record_path)
 
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str) -> None:

@@ -216,6 +216,3 @@ def dump_json(record: dict) -> bytes:
         return orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
     except TypeError:
         return (json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-dumps_record = dump_json

@@ -19,6 +19,7 @@ import time
 import uuid
 
 from marin.storage.conditional import VersionedBytes
+from marin.storage.object_listing import files_below, names_under, split_object_path
 from marin.storage.retry import backoff_delays, is_transient, with_retries
 
 WRITE_ID_KEY = "marin-write-id"
@@ -28,11 +29,7 @@ _clients_lock = threading.Lock()
 
 
 def _split(path: str) -> tuple[str, str]:
-    bare = path.split("://", 1)[1] if "://" in path else path
-    bucket, _, key = bare.partition("/")
-    if not bucket or not key:
-        raise ValueError(f"not an S3 object path (s3://bucket/key): {path!r}")
-    return bucket, key
+    return split_object_path(path, "an S3", "s3")
 
 
 def _client():
@@ -198,19 +195,12 @@ def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
 
 def list_files(path: str) -> list[tuple[str, int]]:
     """(path relative to `path`, size) of every object below the folder `path`."""
-    _, key = _split(path.rstrip("/") + "/")
-    base = key.rstrip("/") + "/"
-    items, _ = _list(path, None)
-    return [(o["name"][len(base) :], o["size"]) for o in items if not o["name"].endswith("/")]
+    return files_below(path, _list)
 
 
 def list_names(path: str) -> list[str]:
     """Names of the objects and sub-folders directly under the folder `path`."""
-    _, key = _split(path.rstrip("/") + "/")
-    base = key.rstrip("/") + "/"
-    items, prefixes = _list(path, "/")
-    names = {o["name"][len(base) :] for o in items} | {p[len(base) :].rstrip("/") for p in prefixes}
-    return sorted(n for n in names if n)
+    return names_under(path, _list)
 
 
 def read_range(path: str, start: int, end: int) -> bytes:
