@@ -7,10 +7,12 @@ import logging
 import os
 import random
 
+import numpy as np
 import pytest
 
-from marin.processing.documents import EmptyInputError
-from marin.processing.tokenize import TokenizeConfig, build_levanter_cache, is_validation, tokenize
+from marin.processing.documents import BadDocumentError, EmptyInputError
+from marin.processing.levanter_cache import build_levanter_cache
+from marin.processing.tokenize import TokenizeConfig, is_validation, tokenize
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 from tests.data_docs import doc, english_doc, tree_bytes, write_shard
 
@@ -125,3 +127,135 @@ def test_bad_configs_and_empty_input_fail_clearly(data, tmp_path):
                 input_path=str(tmp_path / "empty"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "o")
             )
         )
+
+
+EDGE_TEXTS = [
+    "",
+    " ",
+    "\n\nleading blank lines",
+    "trailing spaces   ",
+    "naïve café, 東京, emoji 🙂, tabs\tand\r\nwindows lines",
+    "a literal <|endoftext|> inside the text",
+    "x" * 25_000,
+    " ".join(["long text with spaces"] * 3_000),
+]
+
+
+def test_encoder_ids_equal_levanter_batch_tokenizer_on_documents_and_edge_cases(data, tmp_path):
+    from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
+    from transformers import AutoTokenizer
+
+    from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec
+
+    root, docs = data
+    tok = str(root / "tok")
+    encoder = LevanterEncoder(tok)
+    assert encoder.fast is not None
+    spec = tmp_path / "encoder.json"
+    spec.write_text(json.dumps(encoder.worker_spec()))
+    worker_encoder = encoder_from_spec(str(spec))
+    processor = preprocessor_for_format(
+        TextLmDatasetFormat(), AutoTokenizer.from_pretrained(tok), enforce_bos=True, enforce_eos=True
+    )
+    texts = [d["text"] for d in docs] + EDGE_TEXTS
+    expected = [list(r["input_ids"]) for r in processor([{"text": t} for t in texts])]
+    assert [list(a) for a in encoder.encode(texts)] == expected
+    assert [list(a) for a in worker_encoder.encode(texts)] == expected
+    assert worker_encoder.dtype == np.asarray(processor.output_exemplar["input_ids"]).dtype
+
+
+def test_a_tokenizer_levanter_splits_long_texts_for_goes_through_levanters_own_preprocessor(data, tmp_path):
+    from tokenizers import Tokenizer, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    from marin.processing.levanter_cache import LevanterEncoder
+
+    root, docs = data
+    backend = Tokenizer.from_file(str(root / "tok" / "tokenizer.json"))
+    backend.normalizer = normalizers.Sequence([normalizers.Replace("\t", " ")])
+    PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
+    ).save_pretrained(tmp_path / "tok")
+    encoder = LevanterEncoder(str(tmp_path / "tok"))
+    assert encoder.fast is None
+    texts = [docs[0]["text"], "a\ttab " * 4_000]
+    expected = [list(r["input_ids"]) for r in encoder.processor([{"text": t} for t in texts])]
+    assert [list(a) for a in encoder.encode(texts)] == expected
+
+
+def test_caches_are_byte_identical_to_levanters_serial_writer_fed_by_its_own_preprocessor(data, tmp_path):
+    from levanter.compat.hf_checkpoints import load_tokenizer
+    from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
+    from levanter.store.cache import CacheMetadata, SerialCacheWriter
+
+    root, docs = data
+    tok = str(root / "tok")
+    tokenize(TokenizeConfig(input_path=str(root / "docs"), tokenizer=tok, output_path=str(tmp_path / "ours")))
+    train = [d for d in docs if not is_validation(d["id"], 0.05)]
+    processor = preprocessor_for_format(TextLmDatasetFormat(), load_tokenizer(tok), enforce_bos=True, enforce_eos=True)
+    metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
+    with SerialCacheWriter(str(tmp_path / "levanter" / "train"), processor.output_exemplar, metadata=metadata) as w:
+        w.write_batch(processor(train))
+    assert tree_bytes(tmp_path / "ours" / "train") == tree_bytes(tmp_path / "levanter" / "train")
+
+
+def test_output_bytes_identical_across_one_and_two_workers(data, tmp_path):
+    root, _ = data
+    for name, workers in (("one", 1), ("two", 2)):
+        tokenize(
+            TokenizeConfig(
+                input_path=str(root / "docs"),
+                tokenizer=str(root / "tok"),
+                output_path=str(tmp_path / name),
+                workers=workers,
+            )
+        )
+    assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "two")
+    assert not (tmp_path / "one" / ".parts").exists()
+
+
+def test_a_crash_after_k_shards_resumes_tokenizing_only_the_missing_ones(data, tmp_path, caplog):
+    root, docs = data
+    for s in range(4):
+        write_shard(tmp_path / "in" / f"part-{s:05d}.jsonl.gz", docs[s * 10 : (s + 1) * 10])
+    good = (tmp_path / "in" / "part-00002.jsonl.gz").read_bytes()
+    write_shard(tmp_path / "in" / "part-00002.jsonl.gz", docs[20:30], raw_lines=[b'{"id": "x", "text": "\xff"}\n'])
+    cfg = TokenizeConfig(
+        input_path=str(tmp_path / "in"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "out")
+    )
+    with pytest.raises(BadDocumentError, match=r"part-00002\.jsonl\.gz:11: not_utf8"):
+        tokenize(cfg)
+    assert sorted(p.name for p in (tmp_path / "out" / ".parts").glob("*.json")) == [
+        "encoder.json",
+        "input-00000.json",
+        "input-00001.json",
+    ]
+
+    (tmp_path / "in" / "part-00002.jsonl.gz").write_bytes(good)
+    caplog.set_level(logging.INFO)
+    tokenize(cfg)
+    redone = [r.getMessage().split()[2] for r in caplog.records if r.getMessage().startswith("tokenized shard")]
+    assert [os.path.basename(p) for p in redone] == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
+
+    tokenize(
+        TokenizeConfig(
+            input_path=str(tmp_path / "in"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "fresh")
+        )
+    )
+    assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "fresh")
+
+
+@pytest.mark.parametrize("store", ["gcs", "s3"])
+def test_tokenize_into_a_bucket_writes_the_same_bytes_as_on_disk(data, tmp_path, bucket_prefix, store):
+    from marin.storage import filesystem
+
+    root, _ = data
+    remote = bucket_prefix(store) + "/tokenized"
+    for out in (str(tmp_path / "local"), remote):
+        tokenize(TokenizeConfig(input_path=str(root / "docs"), tokenizer=str(root / "tok"), output_path=out))
+    filesystem(remote).get(remote + "/", str(tmp_path / "fetched") + "/", recursive=True)
+    fetched, local = tree_bytes(tmp_path / "fetched"), tree_bytes(tmp_path / "local")
+    assert json.loads(fetched.pop("tokenize_info.json"))["tokenizer"] == str(root / "tok")
+    assert json.loads(local.pop("tokenize_info.json"))["tokenizer_relative_to_this_folder"]
+    assert fetched == local
+    assert "train/input_ids/data/c/0" in fetched and "validation/shard_ledger.json" in fetched

@@ -1,48 +1,44 @@
-"""Tokenize documents into Levanter's cache format, train and validation splits.
+"""Tokenize documents into Levanter's cache format, train and validation splits, shard by shard.
 
 Contract with training: `output_path/train/` and `output_path/validation/` are each exactly the cache
 Levanter builds itself for `UrlSingleDatasetLMConfig(cache_dir=output_path, tokenizer=TOKENIZER,
 format=TextLmDatasetFormat())` on that split, so training with `cache_dir=output_path` and the same
-`tokenizer` string loads them without rebuilding. We get there with Levanter's own parts: the
-tokenizer is loaded with `levanter.compat.hf_checkpoints.load_tokenizer`, documents go through the
-preprocessor from `preprocessor_for_format(TextLmDatasetFormat(), tokenizer)` (bos and eos added as
-Levanter adds them), and rows are written with `levanter.store.SerialCacheWriter`, whose ledger
-(`shard_ledger.json`, written last) carries that preprocessor's metadata. Levanter's Ray cache
-builder is not used: it hangs on two-core machines. Levanter's ledger metadata names the tokenizer's
-absolute path, so the two `shard_ledger.json` files are listed in `volatile_files.txt` (the same
-caches built under another prefix differ only there).
+`tokenizer` loads them without rebuilding. The ids are those of Levanter's own preprocessor (bos and
+eos added as Levanter adds them) and the files are written by Levanter's `SerialCacheWriter`
+(`levanter_cache.py`). Levanter's Ray cache builder is not used: it hangs on two-core machines. Its
+ledger metadata names the tokenizer's absolute path, so the two `shard_ledger.json` files are listed
+in `volatile_files.txt` (the same caches built under another prefix differ only there).
 
-Which documents are validation: those of `validation_path` when given, otherwise a fraction chosen by
-a hash of the document id (`validation_fraction`), so a document's split never depends on shard
-layout or worker count. One pass over the input feeds both caches. A split whose ledger is finished
-is not rebuilt on a rerun; an unfinished one is deleted and rebuilt. Also written: `stats.json`
-(documents, tokens, UTF-8 bytes per split) and `tokenize_info.json` (the tokenizer, relative to this
-folder when both are on the same storage, so that the bytes do not depend on the prefix).
+Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split, then
+a small json that marks the part done), by `workers` processes; a rerun after a crash tokenizes only
+the shards with no part. The caches are then assembled from the parts in shard order, which is cheap
+(no tokenizing), so their bytes depend neither on the worker count nor on where a crash happened; the
+parts are deleted once the caches, `stats.json` and `tokenize_info.json` are written. Which documents
+are validation: those of `validation_path` when given, otherwise a fraction chosen by a hash of the
+document id (`validation_fraction`), so a document's split never depends on the shard layout.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import io
+import json
 import logging
-import queue
-import threading
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from marin.processing.documents import (
-    EmptyInputError,
-    ReadReport,
-    concrete,
-    list_shards,
-    read_documents,
-    write_json,
-)
-from marin.storage import join, portable_path, write_volatile_list
+import numpy as np
+
+from marin.processing.documents import EmptyInputError, ReadReport, concrete, list_shards, read_documents, write_json
+from marin.processing.levanter_cache import encoder_for, encoder_from_spec, ledger_finished, write_cache
+from marin.processing.shards import run_shards
+from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation")
+PARTS = ".parts"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,10 +59,14 @@ class TokenizeConfig:
     """Documents per tokenizer call."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    workers: int = 1
+    """Processes tokenizing input shards in parallel (1: inline). The output does not depend on it."""
 
     def __post_init__(self):
         if self.batch_size < 1:
             raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
+        if self.workers < 1:
+            raise ValueError(f"TokenizeConfig.workers must be >= 1, got {self.workers}")
         if not concrete(self.validation_fraction, self.validation_path):
             return
         if not 0.0 <= self.validation_fraction < 1.0:
@@ -85,173 +85,114 @@ def is_validation(doc_id: str, fraction: float) -> bool:
     return h < fraction * 2**64
 
 
-def _load_tokenizer(tokenizer_path: str):
-    from levanter.compat.hf_checkpoints import load_tokenizer
-
-    return load_tokenizer(tokenizer_path)
+def _part_name(kind: str, index: int) -> str:
+    return f"{kind}-{index:05d}"
 
 
-def _chunked(items: Iterable, n: int) -> Iterator[list]:
-    chunk = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == n:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def tokenize_shard(
+    shard_path: str, route: str, encoder_spec: str, part_path: str, skip_bad: bool, batch_size: int
+) -> None:
+    """Tokenize one input shard into `part_path`.npz (ids and lengths per split) and then `part_path`.json.
 
-
-def _prefetch(items: Iterator, depth: int = 2) -> Iterator:
-    """Yield `items` while a background thread computes the next ones (tokenizing overlaps cache writes)."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-
-    def produce():
-        try:
-            for item in items:
-                q.put((item, None))
-        except BaseException as e:  # handed to the consumer, which re-raises it
-            q.put((None, e))
-            return
-        q.put((done, None))
-
-    thread = threading.Thread(target=produce, daemon=True, name="tokenize-prefetch")
-    thread.start()
-    while True:
-        item, error = q.get()
-        if error is not None:
-            raise error
-        if item is done:
-            break
-        yield item
-    thread.join()
-
-
-def _ledger_finished(cache_dir: str) -> bool:
-    import json
-
-    import fsspec
-
-    try:
-        with fsspec.open(join(cache_dir, "shard_ledger.json"), "r") as f:
-            return bool(json.load(f).get("is_finished"))
-    except FileNotFoundError:
-        return False
-
-
-def write_levanter_caches(
-    docs: Iterable[tuple[str, dict]], tokenizer, tokenizer_path: str, cache_dirs: dict[str, str], batch_size: int = 1024
-) -> dict[str, dict]:
-    """Tokenize `(split, doc)` pairs into one finished Levanter cache per split in `cache_dirs`, in one pass.
-
-    Three threads overlap: one reads and parses documents, one tokenizes, this one writes the caches.
-
-    Pairs for splits not in `cache_dirs` are skipped. A split that gets no document gets no cache.
-    Returns counts per written split.
+    route: "by_id:<fraction>" sends a document to validation by the hash of its id; "validation" sends
+    every document there. encoder_spec: the path of the encoder's `worker_spec()` JSON.
     """
-    import fsspec
-    from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
-    from levanter.store.cache import CacheMetadata, SerialCacheWriter
-    from tqdm import tqdm
-
-    processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
-    metadata = CacheMetadata(preprocessor_metadata=processor.metadata)
-
-    def batches() -> Iterator[tuple[str, list[dict], list[dict]]]:
-        pending: dict[str, list[dict]] = {split: [] for split in cache_dirs}
-        for split, doc in (pair for chunk in _prefetch(_chunked(docs, 256)) for pair in chunk):
-            if split not in pending:
-                continue
-            pending[split].append(doc)
-            if len(pending[split]) == batch_size:
-                yield split, pending[split], processor(pending[split])
-                pending[split] = []
-        for split, batch in pending.items():
-            if batch:
-                yield split, batch, processor(batch)
-
+    encoder = encoder_from_spec(encoder_spec)
+    report = ReadReport()
+    fraction = float(route.split(":", 1)[1]) if route.startswith("by_id:") else None
+    texts: list[str] = []
+    splits: list[str] = []
+    for doc in read_documents(shard_path, skip_bad=skip_bad, report=report):
+        texts.append(doc["text"])
+        splits.append("validation" if fraction is None or is_validation(doc["id"], fraction) else "train")
+    ids: list[np.ndarray] = []
+    for start in range(0, len(texts), batch_size):
+        ids.extend(encoder.encode(texts[start : start + batch_size]))
+    arrays: dict[str, np.ndarray] = {}
     counts: dict[str, dict] = {}
-    with contextlib.ExitStack() as stack, tqdm(desc="tokenize", unit="doc") as bar:
-        writers = {}
-        for split, batch, rows in _prefetch(batches()):
-            if split not in writers:
-                fs, root = fsspec.core.url_to_fs(cache_dirs[split])
-                if fs.exists(root):
-                    fs.rm(root, recursive=True)
-                writers[split] = stack.enter_context(
-                    SerialCacheWriter(cache_dirs[split], processor.output_exemplar, metadata=metadata)
-                )
-                counts[split] = {"documents": 0, "tokens": 0, "bytes": 0}
-            writers[split].write_batch(rows)
-            c = counts[split]
-            c["documents"] += len(batch)
-            c["tokens"] += sum(len(r["input_ids"]) for r in rows)
-            c["bytes"] += sum(len(d["text"].encode("utf-8")) for d in batch)
-            bar.update(len(batch))
-    for split, c in counts.items():
-        logger.info(
-            "wrote Levanter cache %s (%d docs, %d tokens) with tokenizer %s",
-            cache_dirs[split],
-            c["documents"],
-            c["tokens"],
-            tokenizer_path,
-        )
-    return counts
+    for split in SPLITS:
+        mine = [i for i, s in enumerate(splits) if s == split]
+        lengths = np.array([len(ids[i]) for i in mine], dtype=np.int64)
+        arrays[f"{split}_ids"] = np.concatenate([ids[i] for i in mine]) if mine else np.zeros(0, dtype=encoder.dtype)
+        arrays[f"{split}_lengths"] = lengths
+        counts[split] = {
+            "documents": len(mine),
+            "tokens": int(lengths.sum()),
+            "bytes": sum(len(texts[i].encode("utf-8")) for i in mine),
+        }
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes(part_path + ".npz", buf.getvalue())
+    write_json(part_path + ".json", {"splits": counts, "skipped_bad_documents": dict(report.skipped)})
+    logger.info("tokenized shard %s (%d documents) into %s", shard_path, len(texts), part_path)
 
 
-def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: str, batch_size: int = 1024) -> dict:
-    """Public helper: a Levanter text cache at `cache_dir` (a split folder, e.g. OUT/train) from plain strings.
+def _read_part(part_path: str, split: str) -> list[np.ndarray]:
+    raw = read_bytes(part_path + ".npz")
+    if raw is None:
+        raise FileNotFoundError(f"tokenize: part {part_path}.npz is missing although its .json says done")
+    with np.load(io.BytesIO(raw)) as part:
+        ids, lengths = part[f"{split}_ids"], part[f"{split}_lengths"]
+    return np.split(ids, np.cumsum(lengths)[:-1]) if len(lengths) else []
 
-    Identical to what the tokenize step writes for the same texts; load it with
-    `UrlSingleDatasetLMConfig(cache_dir=<parent of cache_dir>, tokenizer=tokenizer_dir)`.
-    """
-    tokenizer = _load_tokenizer(tokenizer_dir)
-    pairs = (("cache", {"text": t}) for t in texts)
-    counts = write_levanter_caches(pairs, tokenizer, tokenizer_dir, {"cache": cache_dir}, batch_size)
-    if "cache" not in counts:
-        raise EmptyInputError(f"build_levanter_cache: no texts for {cache_dir}")
-    return counts["cache"]
+
+def _read_json(path: str):
+    raw = read_bytes(path)
+    return None if raw is None else json.loads(raw)
 
 
 def tokenize(config: TokenizeConfig) -> dict:
     """Run the tokenize step; returns the stats also written to stats.json."""
-    tokenizer = _load_tokenizer(config.tokenizer)
     inputs = list_shards(config.input_path)
-    val_inputs = list_shards(config.validation_path) if config.validation_path else None
-    report = ReadReport()
+    val_inputs = list_shards(config.validation_path) if config.validation_path else []
+    parts_root = join(config.output_path, PARTS)
+    encoder = encoder_for(config.tokenizer)
+    spec_path = join(parts_root, "encoder.json")
+    write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
+    tasks = [
+        (path, f"by_id:{config.validation_fraction!r}", spec_path, join(parts_root, _part_name("input", i)))
+        for i, path in enumerate(inputs)
+    ] + [
+        (path, "validation", spec_path, join(parts_root, _part_name("validation", i)))
+        for i, path in enumerate(val_inputs)
+    ]
+    tasks = [(*task, config.skip_bad_documents, config.batch_size) for task in tasks]
+    part_paths = [task[3] for task in tasks]
+    run_shards(
+        tokenize_shard,
+        tasks,
+        workers=config.workers,
+        desc="tokenize",
+        done_path=lambda i: part_paths[i] + ".json",
+    )
 
-    def routed() -> Iterator[tuple[str, dict]]:
-        for path in inputs:
-            for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
-                yield ("validation" if is_validation(doc["id"], config.validation_fraction) else "train"), doc
-        for path in val_inputs or []:
-            for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
-                yield "validation", doc
+    parts = [_read_json(p + ".json") for p in part_paths]
+    skipped: Counter = Counter()
+    for part in parts:
+        skipped.update(part["skipped_bad_documents"])
+    stats: dict[str, dict] = {}
+    for split in SPLITS:
+        c = {k: sum(part["splits"][split][k] for part in parts) for k in ("documents", "tokens", "bytes")}
+        if c["documents"]:
+            stats[split] = {**c, "skipped_bad_documents": dict(sorted(skipped.items()))}
+    if "train" not in stats:
+        raise EmptyInputError(f"tokenize: no documents for the train split in input path {config.input_path}")
+    if "validation" not in stats and (val_inputs or config.validation_fraction > 0):
+        logger.warning("tokenize: the validation split is empty; no validation cache written")
 
-    stats_path = join(config.output_path, ".split_stats")
-    wanted = [s for s in SPLITS if s == "train" or val_inputs is not None or config.validation_fraction > 0]
-    stats: dict = {}
-    todo = {}
-    for split in wanted:
+    for split in stats:
         cache_dir = join(config.output_path, split)
-        done = _read_json(join(stats_path, f"{split}.json"))
-        if _ledger_finished(cache_dir) and done is not None:
+        if ledger_finished(cache_dir):
             logger.info("tokenize: %s is already finished, not rebuilding", cache_dir)
-            stats[split] = done
-        else:
-            todo[split] = cache_dir
-    if todo:
-        counts = write_levanter_caches(routed(), tokenizer, config.tokenizer, todo, config.batch_size)
-        if "train" in todo and "train" not in counts:
-            raise EmptyInputError(f"tokenize: no documents for the train split in input path {config.input_path}")
-        if "validation" in todo and "validation" not in counts:
-            logger.warning("tokenize: the validation split is empty; no validation cache written")
-        for split, c in counts.items():
-            c["skipped_bad_documents"] = dict(sorted(report.skipped.items()))
-            write_json(join(stats_path, f"{split}.json"), c)
-            stats[split] = c
-    stats = {split: stats[split] for split in SPLITS if split in stats}
+            continue
+
+        def batches(split=split) -> Iterator[list[np.ndarray]]:
+            for path, part in zip(part_paths, parts, strict=True):
+                if part["splits"][split]["documents"]:
+                    yield _read_part(path, split)
+
+        write_cache(cache_dir, encoder, batches())
+
     write_json(join(config.output_path, "stats.json"), stats)
     write_volatile_list(config.output_path, [f"{split}/shard_ledger.json" for split in SPLITS])
     write_json(
@@ -267,16 +208,5 @@ def tokenize(config: TokenizeConfig) -> dict:
             "levanter": "UrlSingleDatasetLMConfig(cache_dir=<this folder>, tokenizer=<tokenizer>)",
         },
     )
+    delete(parts_root, recursive=True)
     return stats
-
-
-def _read_json(path: str):
-    import json
-
-    import fsspec
-
-    try:
-        with fsspec.open(path, "r") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None

@@ -1,0 +1,203 @@
+"""Levanter token caches, with Levanter's exact ids and bytes, written faster and on any storage.
+
+Training reads a Levanter text cache: a TreeStore of `input_ids` written by `SerialCacheWriter`, plus
+`shard_ledger.json`, whose metadata is the preprocessor's. Levanter fills one through its
+`BatchTokenizer`, which hands strings to transformers, which calls the Rust tokenizer's `encode_batch`
+(computing character offsets nobody reads) and turns every id into a Python int. `LevanterEncoder`
+gets the same ids from `encode_batch_fast` (no offsets) straight into numpy arrays. That is exact
+whenever BatchTokenizer itself reduces to one backend call: a fast tokenizer with no truncation or
+padding configured and no long-string workaround (Levanter splits long strings only for tokenizers
+with a Replace or Sequence normalizer). Then its output is the backend's encoding, special tokens
+on, of `bos + " " + text + " " + eos`, with bos and eos as its own flags say. Any other tokenizer
+goes through BatchTokenizer itself. tests/test_tokenize.py checks ids and cache bytes against
+Levanter's own parts.
+
+Tensorstore writes the cache to a local folder. For gs:// and s3:// the cache is built in a local
+temporary folder and uploaded file by file with `shard_ledger.json` last, so a finished ledger on the
+bucket always means a complete cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from marin.storage import delete, is_local, join, read_bytes, strip_protocol, write_bytes
+
+logger = logging.getLogger(__name__)
+
+LEDGER = "shard_ledger.json"
+TOKENS_PER_WRITE = 16 * 1024 * 1024
+
+
+class LevanterEncoder:
+    """Texts to the `input_ids` Levanter's `TextLmDatasetFormat` preprocessor makes (bos and eos enforced)."""
+
+    def __init__(self, tokenizer_path: str):
+        from levanter.compat.hf_checkpoints import load_tokenizer
+        from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, preprocessor_for_format
+        from transformers import PreTrainedTokenizerFast
+
+        self.tokenizer_path = tokenizer_path
+        tokenizer = load_tokenizer(tokenizer_path)
+        self.processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
+        self.metadata = self.processor.metadata
+        self.exemplar = self.processor.output_exemplar
+        self.dtype = np.asarray(self.exemplar["input_ids"]).dtype
+        self.fast: FastEncoder | None = None
+        if isinstance(tokenizer, PreTrainedTokenizerFast) and isinstance(self.processor, BatchTokenizer):
+            backend = tokenizer.backend_tokenizer
+            plain = backend.truncation is None and backend.padding is None
+            if plain and self.processor.padding is False and not self.processor._needs_long_sequence_workaround:
+                self.fast = FastEncoder(
+                    backend,
+                    prefix=tokenizer.bos_token + " " if self.metadata["append_bos"] else "",
+                    suffix=" " + tokenizer.eos_token if self.metadata["append_eos"] else "",
+                    dtype=self.dtype,
+                )
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        if self.fast is not None:
+            return self.fast.encode(texts)
+        rows = self.processor([{"text": t} for t in texts])
+        return [np.asarray(r["input_ids"], dtype=self.dtype) for r in rows]
+
+    def worker_spec(self) -> dict:
+        """What a worker process needs to encode exactly like this (JSON): see `encoder_from_spec`."""
+        if self.fast is None:
+            return {"fast": False, "tokenizer_path": self.tokenizer_path}
+        return {"fast": True, **self.fast.spec()}
+
+
+class FastEncoder:
+    """The Rust tokenizer plus BatchTokenizer's framing; needs neither transformers nor Levanter to run."""
+
+    def __init__(self, backend, *, prefix: str, suffix: str, dtype):
+        self._backend, self._prefix, self._suffix, self.dtype = backend, prefix, suffix, np.dtype(dtype)
+
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
+        framed = [self._prefix + t + self._suffix for t in texts]
+        return [np.array(e.ids, dtype=self.dtype) for e in self._backend.encode_batch_fast(framed)]
+
+    def spec(self) -> dict:
+        return {
+            "backend": self._backend.to_str(),
+            "prefix": self._prefix,
+            "suffix": self._suffix,
+            "dtype": self.dtype.str,
+        }
+
+
+@functools.lru_cache(maxsize=4)
+def encoder_for(tokenizer_path: str) -> LevanterEncoder:
+    """One Levanter encoder per tokenizer per process."""
+    return LevanterEncoder(tokenizer_path)
+
+
+def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
+    """The encoder a `worker_spec()` saved at `spec_path` describes."""
+    raw = read_bytes(spec_path)
+    if raw is None:
+        raise FileNotFoundError(f"encoder spec {spec_path} is missing")
+    return _encoder_from_spec_bytes(raw)
+
+
+@functools.lru_cache(maxsize=4)
+def _encoder_from_spec_bytes(raw: bytes) -> LevanterEncoder | FastEncoder:
+    """Cached by content: a worker encodes many shards with one encoder."""
+    spec = json.loads(raw)
+    if not spec["fast"]:
+        return encoder_for(spec["tokenizer_path"])
+    from tokenizers import Tokenizer
+
+    return FastEncoder(
+        Tokenizer.from_str(spec["backend"]), prefix=spec["prefix"], suffix=spec["suffix"], dtype=spec["dtype"]
+    )
+
+
+def ledger_finished(cache_dir: str) -> bool:
+    """Whether `cache_dir` holds a cache whose ledger says finished (Levanter's done marker)."""
+    raw = read_bytes(join(cache_dir, LEDGER))
+    if raw is None:
+        return False
+    try:
+        return bool(json.loads(raw).get("is_finished"))
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def _build_folder(cache_dir: str) -> Iterator[str]:
+    """A local folder to build `cache_dir` in: the folder itself on disk, a temporary one for buckets."""
+    delete(cache_dir, recursive=True)
+    if is_local(cache_dir):
+        yield strip_protocol(cache_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="marin-levanter-cache-") as tmp:
+        local = os.path.join(tmp, "cache")
+        yield local
+        files = sorted(os.path.relpath(os.path.join(d, f), local) for d, _, names in os.walk(local) for f in names)
+        for rel in sorted(files, key=lambda r: r == LEDGER):
+            with open(os.path.join(local, rel), "rb") as f:
+                write_bytes(join(cache_dir, rel.replace(os.sep, "/")), f.read())
+
+
+def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequence[np.ndarray]]) -> int:
+    """Write a finished Levanter cache of the rows in `batches` (replacing any cache there); returns rows.
+
+    Rows are handed to the writer in runs of about TOKENS_PER_WRITE tokens whatever the batches are:
+    each write rewrites the store's current shard file, so many small writes cost quadratic time.
+    """
+    from levanter.store.cache import CacheMetadata, SerialCacheWriter
+
+    rows = 0
+    with _build_folder(cache_dir) as folder:
+        metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
+        with SerialCacheWriter(folder, encoder.exemplar, metadata=metadata) as writer:
+            pending: list[np.ndarray] = []
+            pending_tokens = 0
+            for batch in itertools.chain(batches, [None]):
+                if batch is not None:
+                    pending.extend(batch)
+                    pending_tokens += sum(len(ids) for ids in batch)
+                if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
+                    writer.write_batch([{"input_ids": ids} for ids in pending])
+                    rows += len(pending)
+                    pending, pending_tokens = [], 0
+    logger.info("wrote Levanter cache %s (%d rows, tokenizer %s)", cache_dir, rows, encoder.tokenizer_path)
+    return rows
+
+
+def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: str, batch_size: int = 1024) -> dict:
+    """A Levanter text cache at `cache_dir` (a split folder, e.g. OUT/train) from plain strings.
+
+    Identical to what the tokenize step writes for the same texts; load it with
+    `UrlSingleDatasetLMConfig(cache_dir=<parent of cache_dir>, tokenizer=tokenizer_dir)`.
+    """
+    from marin.processing.documents import EmptyInputError
+
+    encoder = encoder_for(tokenizer_dir)
+    counts = {"documents": 0, "tokens": 0, "bytes": 0}
+
+    def batches() -> Iterator[list[np.ndarray]]:
+        remaining = iter(texts)
+        while chunk := list(itertools.islice(remaining, batch_size)):
+            ids = encoder.encode(chunk)
+            counts["documents"] += len(chunk)
+            counts["tokens"] += sum(len(a) for a in ids)
+            counts["bytes"] += sum(len(t.encode("utf-8")) for t in chunk)
+            yield ids
+
+    write_cache(cache_dir, encoder, batches())
+    if not counts["documents"]:
+        delete(cache_dir, recursive=True)
+        raise EmptyInputError(f"build_levanter_cache: no texts for {cache_dir}")
+    return counts
