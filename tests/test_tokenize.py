@@ -70,7 +70,8 @@ def test_tokenize_writes_caches_levanter_loads_as_its_own_with_bos_and_eos(data,
         for row, d in zip(rows[:5], split_docs[:5], strict=True):
             ids = list(row["input_ids"])
             assert ids[0] == hf.bos_token_id and ids[-1] == hf.eos_token_id
-            assert hf.decode(ids, skip_special_tokens=True).strip() == d["text"]
+            assert hf.decode(ids, skip_special_tokens=True) == d["text"]
+            assert ids == hf(d["text"])["input_ids"]
     assert not [r for r in caplog.records if "Metadata mismatch" in r.getMessage()]
 
 
@@ -141,16 +142,34 @@ EDGE_TEXTS = [
 ]
 
 
-def test_encoder_ids_equal_levanter_batch_tokenizer_on_documents_and_edge_cases(data, tmp_path):
+def _without_post_processor(tok: str, out) -> str:
+    """The same tokenizer with no post-processor: Levanter then frames texts as `bos + " " + text + " " + eos`."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    backend = Tokenizer.from_file(os.path.join(tok, "tokenizer.json"))
+    backend.post_processor = None
+    hf = AutoTokenizer.from_pretrained(tok)
+    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=hf.bos_token, eos_token=hf.eos_token).save_pretrained(
+        out
+    )
+    return str(out)
+
+
+@pytest.mark.parametrize("framing", ["post_processor", "levanter_adds_bos_eos"])
+def test_encoder_ids_equal_levanter_batch_tokenizer_on_documents_and_edge_cases(data, tmp_path, framing):
     from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
     from transformers import AutoTokenizer
 
     from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec
 
     root, docs = data
-    tok = str(root / "tok")
+    tok = (
+        str(root / "tok") if framing == "post_processor" else _without_post_processor(str(root / "tok"), tmp_path / "t")
+    )
     encoder = LevanterEncoder(tok)
     assert encoder.fast is not None
+    assert encoder.metadata["append_bos"] == (framing == "levanter_adds_bos_eos")
     spec = tmp_path / "encoder.json"
     spec.write_text(json.dumps(encoder.worker_spec()))
     worker_encoder = encoder_from_spec(str(spec))

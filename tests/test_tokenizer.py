@@ -47,7 +47,9 @@ def test_trained_tokenizer_loads_in_transformers_and_levanter_and_round_trips_an
         text = "The river walked to the garden. Ünïcödé ✓ 漢字 and emoji 🎉, tabs\tand\nnewlines."
         ids = tok(text)["input_ids"]
         assert tok.unk_token_id not in ids
-        assert tok.decode(ids) == text
+        assert ids[0] == 0 and ids[-1] == 1 and 0 not in ids[1:-1] and 1 not in ids[1:-1]
+        assert tok.decode(ids, skip_special_tokens=True) == text
+        assert tok(text, add_special_tokens=False)["input_ids"] == ids[1:-1]
         assert len(tok("the garden and the river")["input_ids"]) < len("the garden and the river")
 
 

@@ -7,6 +7,11 @@ byte is in the initial alphabet, so no text is out of vocabulary), wrapped in tr
 `AutoTokenizer.from_pretrained` and Levanter's `tokenizer=` expect. Training has no randomness (BPE
 merges are picked by count, ties by pair order) and documents are fed in shard order, so the same
 input gives the same files. `train_info.json` records what it was trained on.
+
+A post-processor puts bos before and eos after every encoded text, as Llama-style tokenizers do.
+Levanter's BatchTokenizer sees that and leaves the text alone; without it, Levanter would frame each
+document as `bos + " " + text + " " + eos`, so the first word would be tokenized with a space in
+front of it and a stray space token would come before eos.
 """
 
 from __future__ import annotations
@@ -41,9 +46,9 @@ class TrainTokenizerConfig:
     min_frequency: int = 2
     """A pair must occur this often to be merged."""
     bos_token: str = "<|begin_of_text|>"
-    """Beginning-of-sequence token (Levanter prepends it to every document)."""
+    """Beginning-of-sequence token (the tokenizer's post-processor puts it before every text)."""
     eos_token: str = "<|end_of_text|>"
-    """End-of-sequence token (Levanter appends it to every document)."""
+    """End-of-sequence token (the tokenizer's post-processor puts it after every text)."""
     extra_special_tokens: tuple[str, ...] = ()
     """More special tokens to reserve, after bos and eos."""
     max_documents: int | None = None
@@ -65,7 +70,7 @@ class TrainTokenizerConfig:
 
 def train_tokenizer(config: TrainTokenizerConfig) -> dict:
     """Train, save with `save_pretrained(output_path)`, and return (and write) `train_info.json`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     shards = list_shards(config.input_path)
@@ -96,6 +101,12 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
     tok.train_from_iterator(texts(), trainer=trainer)
     if counts["documents"] == 0:
         raise EmptyInputError(f"train_tokenizer: no documents in input path {config.input_path}")
+    bos, eos = config.bos_token, config.eos_token
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A {eos}",
+        pair=f"{bos} $A {eos} {bos}:1 $B:1 {eos}:1",
+        special_tokens=[(bos, tok.token_to_id(bos)), (eos, tok.token_to_id(eos))],
+    )
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=config.bos_token,
