@@ -138,7 +138,8 @@ def start_s3(log_dir: Path) -> Emulator:
     url = f"http://127.0.0.1:{port}"
     log_path = log_dir / "moto.log"
     env = {**os.environ, **S3_ENV}
-    cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    # moto.server with its conditional put and delete made atomic, as on real S3 (see moto_server.py)
+    cmd = [sys.executable, str(Path(__file__).with_name("moto_server.py")), "-H", "127.0.0.1", "-p", str(port)]
     process = subprocess.Popen(cmd, stdout=log_path.open("wb"), stderr=subprocess.STDOUT, env=env)
     _wait_for(f"{url}/moto-api/", process, log_path)
     _request("PUT", f"{url}/{BUCKET}")

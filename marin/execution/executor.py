@@ -227,7 +227,7 @@ class Executor:
     def _execute(self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool) -> dict[int, StepOutcome]:
         outcomes: dict[int, StepOutcome] = {}
         pending: dict[int, PlannedStep] = {}
-        self._rerun_succeeded = {id(d.planned) for d in decisions if d.action == "run" and d.state == SUCCESS}
+        rerun_succeeded = {id(d.planned) for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
             if d.action == "skip":
                 outcomes[id(d.planned)] = StepOutcome("SKIPPED")
@@ -264,7 +264,7 @@ class Executor:
                     backend.check_resources(p.name, p.step.resources)
             while ready or in_flight:
                 for p in ready:
-                    task = self._task(p, plan, force_run_failed)
+                    task = self._task(p, plan, force_run_failed, rerun_succeeded=id(p) in rerun_succeeded)
                     in_flight[backend.submit(task, p.step.resources)] = p
                 ready = []
                 if not in_flight:
@@ -312,7 +312,7 @@ class Executor:
                 logger.warning("could not mark %s DEP_FAILED: %s", child.output_path, exc)
             stack.extend(dependents.get(id(child), []))
 
-    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool) -> StepTask:
+    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool) -> StepTask:
         resources = p.step.resources
         return StepTask(
             name=p.name,
@@ -322,7 +322,7 @@ class Executor:
             info=step_record(p, plan),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
-            rerun_succeeded=id(p) in self._rerun_succeeded,
+            rerun_succeeded=rerun_succeeded,
         )
 
     def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:

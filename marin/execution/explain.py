@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from marin.execution.planning import PlannedStep
-from marin.execution.status import info_path, read_status
+from marin.execution.status import info_path, read_status, read_statuses
 from marin.storage import join, list_dir, read_bytes_many
 
 
@@ -46,21 +46,25 @@ def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
 
 
 def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict, str | None]]:
-    """(output path, version, state) of every other output of the same step name under the prefix."""
+    """(output path, version, state) of every other output of the same step name under the prefix.
+
+    Their records and states are read in two batches, concurrently on buckets, not one request at a time.
+    """
     parent_rel, _, base = planned.name.rpartition("/")
     parent = join(prefix, parent_rel) if parent_rel else prefix
     pattern = re.compile(re.escape(base) + r"-[0-9a-f]{8}$")
     outputs = [join(parent, n) for n in list_dir(parent) if pattern.match(n)]
     outputs = [o for o in outputs if o.rstrip("/") != planned.output_path.rstrip("/")]
-    found = []
+    versioned_outputs = []
     for out, data in zip(outputs, read_bytes_many([info_path(o) for o in outputs]), strict=True):
         try:
             version = json.loads(data)["version"] if data else None
         except (ValueError, KeyError):
             version = None
         if version is not None:
-            found.append((out, version, read_status(out)))
-    return found
+            versioned_outputs.append((out, version))
+    states = read_statuses([out for out, _ in versioned_outputs])
+    return [(out, version, state) for (out, version), state in zip(versioned_outputs, states, strict=True)]
 
 
 def explain_step(planned: PlannedStep, prefix: str) -> str:

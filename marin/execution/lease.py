@@ -149,32 +149,50 @@ def new_owner_id() -> str:
     return uuid.uuid4().hex
 
 
+ACQUIRE_ATTEMPTS = 20
+"""How often `try_acquire` retries when the lease changes between its create, read and takeover."""
+
+
+class LeaseContention(RuntimeError):
+    """The lease changed under every one of `ACQUIRE_ATTEMPTS` tries to claim or read it."""
+
+
 def try_acquire(path: str, owner: str, seen: dict[str, float] | None = None) -> Lease | LeaseHeld:
-    """Claims the lease at `path`, taking over a stale one; `seen` tracks versions across calls."""
-    now = time.time()
-    version = create_if_absent(path, _payload(owner, now))
-    if version is not None:
-        return Lease(path, owner, now, version)
-    current = read_with_version(path)
-    if current is None:
-        return try_acquire(path, owner, seen)
-    try:
-        info = json.loads(current.data)
-        heartbeat, holder, host = float(info["heartbeat"]), str(info["owner"]), info.get("host")
-    except (ValueError, KeyError, TypeError):
-        heartbeat, holder, host = 0.0, "<unreadable lease>", None
-    age = now - heartbeat
-    stale = age > lease_timeout_s()
-    if seen is not None:
-        first_seen = seen.setdefault(current.version, time.monotonic())
-        stale = stale or time.monotonic() - first_seen > lease_timeout_s()
-    if not stale:
-        return LeaseHeld(holder, host, age, current.version)
-    version = replace_if_unchanged(path, _payload(owner, now), current.version)
-    if version is None:
-        return try_acquire(path, owner, seen)
-    logger.warning("took over the stale lease %s from %s (heartbeat %.0f s old)", path, holder, age)
-    return Lease(path, owner, now, version, took_over=True)
+    """Claims the lease at `path`, taking over a stale one; `seen` tracks versions across calls.
+
+    A try loses a race when the lease vanishes between the failed create and the read (its holder
+    released it), or when another runner takes a stale lease over first; each lost race means someone
+    else made progress, so a few tries settle it and a bound turns a pathological loop into an error.
+    """
+    for _ in range(ACQUIRE_ATTEMPTS):
+        now = time.time()
+        version = create_if_absent(path, _payload(owner, now))
+        if version is not None:
+            return Lease(path, owner, now, version)
+        current = read_with_version(path)
+        if current is None:
+            continue
+        try:
+            info = json.loads(current.data)
+            heartbeat, holder, host = float(info["heartbeat"]), str(info["owner"]), info.get("host")
+        except (ValueError, KeyError, TypeError):
+            heartbeat, holder, host = 0.0, "<unreadable lease>", None
+        age = now - heartbeat
+        stale = age > lease_timeout_s()
+        if seen is not None:
+            first_seen = seen.setdefault(current.version, time.monotonic())
+            stale = stale or time.monotonic() - first_seen > lease_timeout_s()
+        if not stale:
+            return LeaseHeld(holder, host, age, current.version)
+        version = replace_if_unchanged(path, _payload(owner, now), current.version)
+        if version is None:
+            continue
+        logger.warning("took over the stale lease %s from %s (heartbeat %.0f s old)", path, holder, age)
+        return Lease(path, owner, now, version, took_over=True)
+    raise LeaseContention(
+        f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries to claim it "
+        "(created, released or taken over by other runners every time)"
+    )
 
 
 def interrupt_thread(thread_id: int) -> None:

@@ -100,8 +100,26 @@ def experiment_hash(plan: Plan) -> str:
 
 
 def git_state() -> dict:
-    """The commit and dirty flag of the project checkout, or nulls outside git."""
+    """The commit and dirty flag of the project checkout, or nulls outside git.
+
+    Read once per process and checkout (two git subprocesses, ~20 ms, would otherwise cost every
+    run, even one with nothing to do): the code a process runs is what it imported, so the state
+    at its first record stands for all of its runs.
+    """
     root = project_root()
+    if root not in _GIT_STATES:
+        state = _read_git_state(root)
+        if state is None:
+            return {"commit": None, "dirty": None}
+        _GIT_STATES[root] = state
+    return dict(_GIT_STATES[root])
+
+
+_GIT_STATES: dict[str, dict] = {}
+
+
+def _read_git_state(root: str) -> dict | None:
+    """None when git could not be asked (missing, timed out): not remembered, unlike "not a checkout"."""
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
@@ -114,7 +132,7 @@ def git_state() -> dict:
             timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+        return None
     if not commit or dirty_out.returncode != 0:
         return {"commit": None, "dirty": None}
     return {"commit": commit, "dirty": bool(dirty_out.stdout.strip())}

@@ -35,7 +35,15 @@ from marin.execution.status import (
     read_status,
     write_status,
 )
-from marin.storage import compute_manifest, is_local, list_dir, makedirs, strip_protocol, write_bytes
+from marin.storage import (
+    compute_manifest,
+    is_local,
+    list_dir,
+    makedirs,
+    read_bytes,
+    strip_protocol,
+    write_bytes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -270,12 +278,15 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
 
 
 def _append_log(log_path: str, text: str) -> None:
+    """Adds `text` to an attempt's log after its sink closed: appended locally, the bucket copy rewritten."""
     try:
         if is_local(log_path):
             with open(strip_protocol(log_path), "a", encoding="utf-8") as f:
                 f.write(text)
-    except OSError:
-        pass
+        else:
+            write_bytes(log_path, (read_bytes(log_path) or b"") + text.encode("utf-8"))
+    except Exception as exc:
+        logger.warning("could not add to the log %s: %s", log_path, exc)
 
 
 def mark_dep_failed(output_path: str, info: dict) -> None:

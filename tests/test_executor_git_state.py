@@ -1,0 +1,82 @@
+"""The git state in records and run lines: read once per process and checkout, not on every run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from marin.execution import Executor, ExecutorStep, records, versioned
+from tests.executor_steps import CountConfig, count_step
+
+
+def make_checkout(path, dirty=False) -> str:
+    path.mkdir()
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", str(path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (path / "a.txt").write_text("a\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    if dirty:
+        (path / "a.txt").write_text("changed\n")
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(monkeypatch):
+    """No state remembered from earlier tests; the project root follows the working directory."""
+    monkeypatch.setattr(records, "_GIT_STATES", {})
+    monkeypatch.setattr(records, "project_root", lambda: os.getcwd())
+
+
+def test_git_state_asks_git_once_per_checkout(tmp_path, monkeypatch):
+    clean, dirty = tmp_path / "clean", tmp_path / "dirty"
+    clean_commit, dirty_commit = make_checkout(clean), make_checkout(dirty, dirty=True)
+    calls = []
+    real_run = subprocess.run
+
+    def counting_run(*args, **kwargs):
+        calls.append(kwargs.get("cwd"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(records.subprocess, "run", counting_run)
+    monkeypatch.chdir(clean)
+    assert records.git_state() == {"commit": clean_commit, "dirty": False}
+    assert records.git_state() == {"commit": clean_commit, "dirty": False}
+    assert calls == [str(clean), str(clean)]  # rev-parse and status, once
+    monkeypatch.chdir(dirty)
+    assert records.git_state() == {"commit": dirty_commit, "dirty": True}
+    assert len(calls) == 4
+    records.git_state()["commit"] = "mutated by a caller"
+    assert records.git_state()["commit"] == dirty_commit
+
+
+def test_git_state_is_retried_when_git_could_not_run(tmp_path, monkeypatch):
+    checkout = tmp_path / "repo"
+    commit = make_checkout(checkout)
+    monkeypatch.chdir(checkout)
+    real_run = subprocess.run
+
+    def git_missing(*args, **kwargs):
+        raise FileNotFoundError("git")
+
+    monkeypatch.setattr(records.subprocess, "run", git_missing)
+    assert records.git_state() == {"commit": None, "dirty": None}
+    monkeypatch.setattr(records.subprocess, "run", real_run)
+    assert records.git_state() == {"commit": commit, "dirty": False}
+
+
+def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
+    checkout = tmp_path / "repo"
+    commit = make_checkout(checkout, dirty=True)
+    monkeypatch.chdir(checkout)
+    step = ExecutorStep("g/a", count_step, CountConfig(value=versioned(1)))
+    executor = Executor(str(tmp_path / "prefix"), backend="local", experiment_name="git")
+    executor.run([step])
+    executor.run([step])
+    record = json.loads(open(executor.last_record_path).read())
+    lines = [json.loads(line) for line in open(executor.last_record_path[: -len(".json")] + ".runs.jsonl")]
+    assert record["git"] == {"commit": commit, "dirty": True}
+    assert [line["git"] for line in lines] == [{"commit": commit, "dirty": True}] * 2

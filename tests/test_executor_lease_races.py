@@ -1,0 +1,76 @@
+"""Claiming a lease while a rival runner changes it between our create, read and takeover.
+
+The rival's writes are real writes on local storage; only their timing is forced, by running them
+just before our own storage calls (no real scheduler interleaves them this reliably).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from marin.execution import lease as lease_module
+from marin.execution.lease import ACQUIRE_ATTEMPTS, Lease, LeaseContention, LeaseHeld, new_owner_id, try_acquire
+from marin.storage import create_if_absent, delete_if_unchanged, read_with_version, replace_if_unchanged
+
+
+def rival_payload(heartbeat: float) -> bytes:
+    return json.dumps({"owner": "rival", "host": "elsewhere", "pid": 1, "heartbeat": heartbeat, "acquired": 0}).encode()
+
+
+def release(path: str) -> None:
+    current = read_with_version(path)
+    if current is not None:
+        delete_if_unchanged(path, current.version)
+
+
+def test_a_lease_released_once_between_create_and_read_is_claimed_on_the_next_try(tmp_path, monkeypatch):
+    path = str(tmp_path / "step" / ".executor_lease")
+    create_if_absent(path, rival_payload(time.time()))
+    races = []
+
+    def read_after_the_rival_released(p):
+        if not races:
+            races.append(p)
+            release(p)
+        return read_with_version(p)
+
+    monkeypatch.setattr(lease_module, "read_with_version", read_after_the_rival_released)
+    claim = try_acquire(path, new_owner_id())
+    assert isinstance(claim, Lease) and races == [path]
+    assert json.loads(read_with_version(path).data)["owner"] == claim.owner
+
+
+def test_a_lease_that_changes_under_every_try_fails_naming_its_path(tmp_path, monkeypatch):
+    path = str(tmp_path / "step" / ".executor_lease")
+    creates = []
+
+    def create_after_the_rival_claimed(p, data):
+        creates.append(p)
+        create_if_absent(p, rival_payload(time.time()))
+        return create_if_absent(p, data)
+
+    def read_after_the_rival_released(p):
+        release(p)
+        return read_with_version(p)
+
+    monkeypatch.setattr(lease_module, "create_if_absent", create_after_the_rival_claimed)
+    monkeypatch.setattr(lease_module, "read_with_version", read_after_the_rival_released)
+    with pytest.raises(LeaseContention, match=f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries"):
+        try_acquire(path, new_owner_id())
+    assert len(creates) == ACQUIRE_ATTEMPTS
+
+
+def test_losing_the_takeover_of_a_stale_lease_reports_the_new_holder(tmp_path, monkeypatch):
+    path = str(tmp_path / "step" / ".executor_lease")
+    create_if_absent(path, rival_payload(time.time() - 3600))
+
+    def replace_after_the_rival_took_over(p, data, version):
+        replace_if_unchanged(p, rival_payload(time.time()), version)
+        return replace_if_unchanged(p, data, version)
+
+    monkeypatch.setattr(lease_module, "replace_if_unchanged", replace_after_the_rival_took_over)
+    claim = try_acquire(path, new_owner_id())
+    assert isinstance(claim, LeaseHeld) and claim.owner == "rival" and claim.age_s < 60
