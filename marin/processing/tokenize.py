@@ -10,7 +10,9 @@ ledger metadata names the tokenizer's absolute path, so the two `shard_ledger.js
 in `volatile_files.txt` (the same caches built under another prefix differ only there).
 
 Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split, then
-a small json that marks the part done), by `workers` processes; a rerun after a crash tokenizes only
+a small json that marks the part done), by `workers` processes (with 1, two shards at a time on
+threads of this process: the Rust tokenizer releases the GIL, so one shard's reading and numpy
+conversion overlap the other's encoding); a rerun after a crash tokenizes only
 the shards with no part. The caches are then assembled from the parts in shard order, which is cheap
 (no tokenizing), so their bytes depend neither on the worker count nor on where a crash happened; the
 parts are deleted once the caches, `stats.json` and `tokenize_info.json` are written. Which documents
@@ -20,12 +22,14 @@ document id (`validation_fraction`), so a document's split never depends on the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,13 +162,18 @@ def tokenize(config: TokenizeConfig) -> dict:
     ]
     tasks = [(*task, config.skip_bad_documents, config.batch_size) for task in tasks]
     part_paths = [task[3] for task in tasks]
-    run_shards(
-        tokenize_shard,
-        tasks,
-        workers=config.workers,
-        desc="tokenize",
-        done_path=lambda i: part_paths[i] + ".json",
-    )
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if config.workers == 1 and len(tasks) > 1:
+            pool = stack.enter_context(ThreadPoolExecutor(2, thread_name_prefix="tokenize"))
+        run_shards(
+            tokenize_shard,
+            tasks,
+            workers=config.workers,
+            desc="tokenize",
+            done_path=lambda i: part_paths[i] + ".json",
+            pool=pool,
+        )
 
     parts = [_read_json(p + ".json") for p in part_paths]
     skipped: Counter = Counter()
