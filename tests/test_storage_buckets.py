@@ -248,3 +248,20 @@ def test_fault_proxy_forwards_chunked_bodies_and_keeps_the_connection_alive(gcs_
     assert conn.sock is sock, "the proxy closed a keep-alive connection"
     conn.close()
     assert proxy.counts["requests"] == 3
+
+
+@pytest.mark.parametrize("store", BUCKETS)
+def test_append_line_writes_each_line_once_when_replies_are_lost_while_others_append(
+    bucket_prefix, fault_endpoint, store
+):
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = storage.join(bucket_prefix(store), "experiments/x.runs.jsonl")
+    proxy = fault_endpoint(store, reset_rate=0.3, seed=3)
+    n, lines = 4, 10
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(lambda me: _append_lines(path, me, lines, 0.0), range(n)))
+    proxy.configure()
+    got = storage.read_text(path).splitlines()
+    assert proxy.counts["resets_after"] > 0
+    assert sorted(got) == sorted(f"{me}:{i}" for me in range(n) for i in range(lines))

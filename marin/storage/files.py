@@ -110,7 +110,11 @@ def append_line(path: str, line: str) -> None:
 
     Locally an O_APPEND write of one line is atomic between processes. Buckets have no append, so
     the object is rewritten with a precondition on the version read, retried on conflict: concurrent
-    appenders never lose each other's lines.
+    appenders never lose each other's lines. A conditional write whose answer was lost may still have
+    landed, and another appender may have built on it before we look: so before each retry, an object
+    that starts with exactly what we tried to write (the old bytes plus our line) means it did land.
+    Only another appender adding the identical line at that very point could fool this check (run
+    records carry a run id and a time, so they never are identical).
     """
     if "\n" in line:
         raise ValueError("append_line takes a single line")
@@ -129,13 +133,19 @@ def append_line(path: str, line: str) -> None:
 
     from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
 
+    attempted: bytes | None = None
     for attempt in range(200):
         current = read_with_version(path)
+        if attempted is not None and current is not None and current.data.startswith(attempted):
+            return
         if current is None:
+            attempted = payload
             if create_if_absent(path, payload) is not None:
                 return
-        elif replace_if_unchanged(path, current.data + payload, current.version) is not None:
-            return
+        else:
+            attempted = current.data + payload
+            if replace_if_unchanged(path, attempted, current.version) is not None:
+                return
         time.sleep(random.random() * min(0.01 * (attempt + 1), 0.2))
     raise RuntimeError(f"could not append to {path}: too many concurrent writers")
 
