@@ -276,3 +276,21 @@ def test_tokenize_into_a_bucket_writes_the_same_bytes_as_on_disk(data, tmp_path,
     assert json.loads(local.pop("tokenize_info.json"))["tokenizer_relative_to_this_folder"]
     assert fetched == local
     assert "train/input_ids/data/c/0" in fetched and "validation/shard_ledger.json" in fetched
+
+
+def test_a_tokenizer_replaced_at_the_same_path_is_never_served_stale(data, tmp_path):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    root, docs = data
+    tok = tmp_path / "tok"
+    shutil.copytree(root / "tok", tok)
+    cfg = dict(input_path=str(root / "docs"), tokenizer=str(tok), validation_fraction=0.0)
+    first = tokenize(TokenizeConfig(**cfg, output_path=str(tmp_path / "a")))
+    shutil.rmtree(tok)
+    train_tokenizer(TrainTokenizerConfig(input_path=str(root / "docs"), output_path=str(tok), vocab_size=300))
+    second = tokenize(TokenizeConfig(**cfg, output_path=str(tmp_path / "b")))
+    hf = AutoTokenizer.from_pretrained(str(tok))
+    expected = sum(len(ids) for ids in hf([d["text"] for d in docs])["input_ids"])
+    assert second["train"]["tokens"] == expected != first["train"]["tokens"]

@@ -96,28 +96,27 @@ class FastEncoder:
         }
 
 
-@functools.lru_cache(maxsize=4)
-def encoder_for(tokenizer_path: str) -> LevanterEncoder:
-    """One Levanter encoder per tokenizer per process."""
-    return LevanterEncoder(tokenizer_path)
-
-
 def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
-    """The encoder a `worker_spec()` saved at `spec_path` describes."""
+    """The encoder a `worker_spec()` saved at `spec_path` describes.
+
+    A fast encoder is cached by the spec's bytes (a worker encodes many shards with it, and new bytes
+    mean a new encoder, so a changed tokenizer is never served stale); the fallback reloads the
+    tokenizer from its path each time.
+    """
     raw = read_bytes(spec_path)
     if raw is None:
         raise FileNotFoundError(f"encoder spec {spec_path} is missing")
-    return _encoder_from_spec_bytes(raw)
+    spec = json.loads(raw)
+    if not spec["fast"]:
+        return LevanterEncoder(spec["tokenizer_path"])
+    return _fast_encoder(raw)
 
 
 @functools.lru_cache(maxsize=4)
-def _encoder_from_spec_bytes(raw: bytes) -> LevanterEncoder | FastEncoder:
-    """Cached by content: a worker encodes many shards with one encoder."""
-    spec = json.loads(raw)
-    if not spec["fast"]:
-        return encoder_for(spec["tokenizer_path"])
+def _fast_encoder(raw: bytes) -> FastEncoder:
     from tokenizers import Tokenizer
 
+    spec = json.loads(raw)
     return FastEncoder(
         Tokenizer.from_str(spec["backend"]), prefix=spec["prefix"], suffix=spec["suffix"], dtype=spec["dtype"]
     )
@@ -184,7 +183,7 @@ def build_levanter_cache(texts: Iterable[str], tokenizer_dir: str, cache_dir: st
     """
     from marin.processing.documents import EmptyInputError
 
-    encoder = encoder_for(tokenizer_dir)
+    encoder = LevanterEncoder(tokenizer_dir)
     counts = {"documents": 0, "tokens": 0, "bytes": 0}
 
     def batches() -> Iterator[list[np.ndarray]]:

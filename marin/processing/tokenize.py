@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from marin.processing.documents import EmptyInputError, ReadReport, concrete, list_shards, read_documents, write_json
-from marin.processing.levanter_cache import encoder_for, encoder_from_spec, ledger_finished, write_cache
+from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
 from marin.processing.shards import run_shards
 from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
@@ -150,7 +150,7 @@ def tokenize(config: TokenizeConfig) -> dict:
     inputs = list_shards(config.input_path)
     val_inputs = list_shards(config.validation_path) if config.validation_path else []
     parts_root = join(config.output_path, PARTS)
-    encoder = encoder_for(config.tokenizer)
+    encoder = LevanterEncoder(config.tokenizer)
     spec_path = join(parts_root, "encoder.json")
     write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
     tasks = [
