@@ -25,6 +25,7 @@ from marin.processing.filter import (
     FineWebQualityConfig,
     GopherQualityConfig,
     GopherRepetitionConfig,
+    LanguageConfig,
     filter_documents,
 )
 from marin.processing.tokenize import TokenizeConfig, tokenize
@@ -89,6 +90,7 @@ def default_filter(
     name: str,
     documents: StepInput,
     *,
+    language: LanguageConfig | None = None,
     gopher_quality: GopherQualityConfig | None = GopherQualityConfig(),
     gopher_repetition: GopherRepetitionConfig | None = GopherRepetitionConfig(),
     c4_quality: C4QualityConfig | None = None,
@@ -96,13 +98,18 @@ def default_filter(
     skip_bad_documents: bool = False,
     workers: int = 1,
 ) -> ExecutorStep:
-    """datatrove quality filters over `documents` into filtered/NAME."""
+    """datatrove quality filters over `documents` into filtered/NAME.
+
+    `language` enters the step's hash only when set, so turning it on is a new step and leaving it off
+    keeps the hashes filter steps had before the language filter existed.
+    """
     return ExecutorStep(
         name=f"filtered/{name}",
         fn=filter_documents,
         config=FilterConfig(
             input_path=_input(documents),
             output_path=this_output_path(),
+            language=versioned(language) if language is not None else None,
             gopher_quality=versioned(gopher_quality),
             gopher_repetition=versioned(gopher_repetition),
             c4_quality=versioned(c4_quality),

@@ -1,11 +1,13 @@
 """Quality filtering with datatrove's heuristic filters, every threshold a config field.
 
-The step runs datatrove's own filter classes (Gopher quality, Gopher repetition, C4, FineWeb
-quality) over each shard, in that order; a document is removed by the first filter that rejects it,
-and the removal is counted under that filter and datatrove's reason (`gopher_quality/gopher_short_doc`).
-A filter set to `None` is off. Datatrove's language filter is not offered: it downloads a fastText
-model, and these steps must run offline. Note that datatrove's C4 filter edits the documents it keeps
-(it drops citation markers and lines that fail its line rules); the others only decide.
+The step runs datatrove's own filter classes (language, Gopher quality, Gopher repetition, C4,
+FineWeb quality) over each shard, in that order; a document is removed by the first filter that
+rejects it, and the removal is counted under that filter and datatrove's reason
+(`gopher_quality/gopher_short_doc`, `language/lang_fr`). A filter set to `None` is off. The language
+filter is datatrove's LanguageFilter over the fastText lid.176 model shipped in a pinned wheel, so it
+runs offline (`language_id.py`); it labels kept documents with `metadata.language` and
+`metadata.language_score`. Note that datatrove's C4 filter edits the documents it keeps (it drops
+citation markers and lines that fail its line rules); the others only decide.
 
 Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
 `stats.json` (documents in, kept, removed per filter and reason, bad lines skipped), and
@@ -25,6 +27,7 @@ import fsspec
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    concrete,
     encode_documents,
     list_shards,
     read_documents,
@@ -124,6 +127,26 @@ class FineWebQualityConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LanguageConfig:
+    """Datatrove's LanguageFilter with the bundled fastText lid.176 model."""
+
+    languages: tuple[str, ...] | None = ("en",)
+    """ISO 639 codes to keep (fastText labels: en, fr, de, ...); None keeps any confidently identified language."""
+    threshold: float = 0.65
+    """A document is kept when a wanted language scores above this."""
+
+    def __post_init__(self):
+        if not concrete(self.languages, self.threshold):
+            return
+        if not 0.0 <= self.threshold < 1.0:
+            raise ValueError(f"LanguageConfig.threshold must be in [0, 1), got {self.threshold}")
+        if self.languages is not None and (isinstance(self.languages, str) or not self.languages):
+            raise ValueError(
+                f"LanguageConfig.languages must be a non-empty tuple of codes or None, got {self.languages!r}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
 class FilterConfig:
     """Filter every shard under `input_path` into `output_path`."""
 
@@ -131,6 +154,8 @@ class FilterConfig:
     """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
     output_path: str
     """Folder to write kept shards, stats.json and removed_sample.jsonl.gz into."""
+    language: LanguageConfig | None = None
+    """Language identification (fastText lid.176, offline); None: off."""
     gopher_quality: GopherQualityConfig | None = GopherQualityConfig()
     """Gopher quality heuristics; None: off."""
     gopher_repetition: GopherRepetitionConfig | None = GopherRepetitionConfig()
@@ -162,6 +187,10 @@ def _build_filters(config: FilterConfig) -> list[tuple[str, object]]:
     )
 
     filters = []
+    if config.language is not None:
+        from marin.processing.language_id import offline_language_filter
+
+        filters.append(("language", offline_language_filter(config.language.languages, config.language.threshold)))
     if config.gopher_quality is not None:
         filters.append(("gopher_quality", GopherQualityFilter(**asdict(config.gopher_quality))))
     if config.gopher_repetition is not None:
@@ -190,7 +219,7 @@ def _filter_shard(config: FilterConfig, in_path: str, index: int) -> None:
                 reason = f"{name}/{why or 'rejected'}"
                 break
         if reason is None:
-            kept.append({**doc, "text": dt_doc.text})
+            kept.append({**doc, "text": dt_doc.text, "metadata": dt_doc.metadata})
         else:
             removed[reason] += 1
             if len(sample) < config.removed_sample_size:
@@ -239,7 +268,7 @@ def _write_totals(config: FilterConfig, per_shard: list[dict]) -> dict:
             entry = by_filter.setdefault(name, {"removed": 0, "reasons": {}})
             entry["removed"] += n
             entry["reasons"][why] = entry["reasons"].get(why, 0) + n
-    enabled = [name for name in ("gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality")]
+    enabled = [name for name in ("language", "gopher_quality", "gopher_repetition", "c4_quality", "fineweb_quality")]
     enabled = [n for n in enabled if getattr(config, n) is not None]
     stats = {
         "shards": len(per_shard),
