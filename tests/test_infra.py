@@ -68,3 +68,26 @@ def test_dockerfile_installs_exactly_the_lock_on_the_projects_python():
     installs = re.findall(r"^RUN .*\buv sync\b.*$", dockerfile, re.M)
     assert installs and all("--frozen" in line for line in installs)
     assert "pip install" not in dockerfile.replace('pip install --no-cache-dir "uv==', "")
+
+
+def test_accelerator_images_install_jax_backends_pinned_in_the_lock():
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    (jax_pin,) = [d for d in project["dependencies"] if d.startswith("jax==")]
+    extras = project["optional-dependencies"]
+    assert extras["gpu"] == [f"jax[cuda12]=={jax_pin.split('==')[1]}"]
+    assert extras["tpu"] == [f"jax[tpu]=={jax_pin.split('==')[1]}"]
+    with open(os.path.join(REPO, "uv.lock"), "rb") as f:
+        locked = {p["name"] for p in tomllib.load(f)["package"]}
+    assert {"jax-cuda12-plugin", "jax-cuda12-pjrt", "nvidia-cudnn-cu12", "libtpu"} <= locked
+
+    with open(os.path.join(REPO, "infra", "Dockerfile")) as f:
+        dockerfile = f.read()
+    assert 'ARG JAX_EXTRA=""' in dockerfile
+    installs = re.findall(r"^RUN .*\buv sync\b.*$", dockerfile, re.M)
+    assert all(line.endswith("${JAX_EXTRA:+--extra $JAX_EXTRA}") for line in installs)
+    with open(os.path.join(REPO, "infra", "marin-cluster-gcp.yaml")) as f:
+        cluster = yaml.safe_load(f)
+    types = cluster["available_node_types"]
+    assert types["gpu_worker"]["docker"]["worker_image"].endswith("-gpu")
+    assert types["tpu_worker"]["docker"]["worker_image"].endswith("-tpu")
