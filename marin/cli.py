@@ -2,7 +2,7 @@
 
 marin run experiments/tutorial/hello_world.py --prefix scratch/lab
 marin plan experiments/tutorial/tiny_lm.py
-marin explain experiments/tutorial/tiny_lm.py tokenized/tiny
+marin explain experiments/tutorial/tiny_lm.py tokenized/shakespeare
 marin status local_store
 marin rerun local_store/experiments/tiny_lm-1a2b3c4d.json --prefix again/
 marin verify local_store/experiments/tiny_lm-1a2b3c4d.json again/experiments/tiny_lm-1a2b3c4d.json
@@ -47,6 +47,22 @@ def _with_steps(script: str, args: list[str], action) -> int:
     return result["rc"]
 
 
+def _reported(action):
+    """`action` with a bad plan (a PlanError: unknown step, a --run_only that matches nothing, a cycle)
+    reported as one `error:` line and exit status 2, as `marin run` does, instead of a traceback."""
+
+    def run(steps, description, cfg):
+        from marin.execution.planning import PlanError
+
+        try:
+            return action(steps, description, cfg)
+        except PlanError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
 def cmd_run(ns) -> int:
     _run_script(ns.script, ns.args)
     return 0
@@ -64,7 +80,7 @@ def cmd_plan(ns) -> int:
         print(f"record: {executor.record_path(plan)}")
         return 0
 
-    return _with_steps(ns.script, ns.args, action)
+    return _with_steps(ns.script, ns.args, _reported(action))
 
 
 def cmd_explain(ns) -> int:
@@ -80,7 +96,7 @@ def cmd_explain(ns) -> int:
         print(explain_step(plan.find(ns.step), prefix))
         return 0
 
-    return _with_steps(ns.script, ns.args, action)
+    return _with_steps(ns.script, ns.args, _reported(action))
 
 
 def cmd_status(ns) -> int:

@@ -55,7 +55,13 @@ def test_status_lists_experiments_and_step_states(tmp_path):
     assert "experiments/hello_world-" in out and "2 SUCCESS" in out and "SUCCESS    hello/stats-" in out
 
 
-def test_unknown_step_in_explain_lists_the_steps(tmp_path):
+def test_unknown_step_in_explain_and_a_run_only_matching_nothing_are_one_line_errors(tmp_path):
     result = marin("explain", HELLO, "no/such", "--prefix", str(tmp_path))
-    assert result.returncode != 0
-    assert "no step named 'no/such' in this experiment (steps: hello/data, hello/stats)" in result.stderr
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: no step named 'no/such' in this experiment (steps: hello/data, hello/stats)"
+    )
+    assert "Traceback" not in result.stderr
+    result = marin("plan", HELLO, "--prefix", str(tmp_path), "--run_only", "zzz")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "error: --run_only ['zzz'] matches no step"

@@ -88,6 +88,8 @@ class Executor:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
         if backend not in ("ray", "local"):
             raise ValueError(f"unknown backend {backend!r}: use 'ray' or 'local'")
+        if max_concurrent is not None and max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be >= 1 (or None for no limit), got {max_concurrent}")
         if "://" not in prefix:
             prefix = os.path.abspath(prefix)
         self.prefix = prefix.rstrip("/")
@@ -262,11 +264,12 @@ class Executor:
                 backend = make_backend(self.backend_kind, self.ray_address, self.max_concurrent)
                 for p in pending.values():
                     backend.check_resources(p.name, p.step.resources)
+            limit = self.max_concurrent or len(pending) or 1
             while ready or in_flight:
-                for p in ready:
+                while ready and len(in_flight) < limit:
+                    p = ready.pop(0)
                     task = self._task(p, plan, force_run_failed, rerun_succeeded=id(p) in rerun_succeeded)
                     in_flight[backend.submit(task, p.step.resources)] = p
-                ready = []
                 if not in_flight:
                     break
                 finished = backend.wait_any(list(in_flight), timeout=PROGRESS_EVERY_S)
