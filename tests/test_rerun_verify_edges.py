@@ -1,0 +1,106 @@
+"""Rerun and verify at the edges: fixed output paths, --rerun_code_changed, missing steps on either side,
+and steps paired by folder when a setting in their name changed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marin.execution.planning import plan_steps
+from marin.execution.rerun import RerunError, rebuild_steps
+from tests.cli_support import marin
+
+SCRIPT = '''
+import json, os
+from dataclasses import dataclass
+from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, output_path_of, versioned
+
+
+@dataclass(frozen=True)
+class MakeConfig:
+    n: int = 3
+    """How many numbers to write."""
+    output_path: str = THIS_OUTPUT_PATH
+    """Where numbers.json goes."""
+
+
+@dataclass(frozen=True)
+class SumConfig:
+    input_path: str = ""
+    """numbers.json to add up."""
+    output_path: str = THIS_OUTPUT_PATH
+    """Where sum.txt goes."""
+
+
+def make(config):
+    os.makedirs(config.output_path, exist_ok=True)
+    with open(os.path.join(config.output_path, "numbers.json"), "w") as f:
+        json.dump(list(range(config.n)), f)
+
+
+def add(config):
+    with open(config.input_path) as f:
+        total = sum(json.load(f))
+    with open(os.path.join(config.output_path, "sum.txt"), "w") as f:
+        f.write(str(total))
+
+
+FIRST = int(os.environ.get("FIRST_N", "3"))
+SECOND = int(os.environ.get("SECOND_N", "4"))
+first = ExecutorStep("g/first", make, MakeConfig(n=versioned(FIRST)), override_output_path="fixed/first")
+second = ExecutorStep(f"g/second{SECOND}", make, MakeConfig(n=versioned(SECOND)))
+total = ExecutorStep("g/sum", add, SumConfig(input_path=output_path_of(first, "numbers.json")))
+roots = [total, second]
+if os.environ.get("EXTRA"):
+    roots.append(ExecutorStep("extra/only", make, MakeConfig(n=versioned(1))))
+
+if __name__ == "__main__":
+    executor_main(steps=roots, description="edges")
+'''
+
+
+def _run(script, prefix, **env) -> dict:
+    result = marin("run", str(script), "--prefix", str(prefix), "--backend", "local", env=env)
+    assert result.returncode == 0, result.stderr
+    (record,) = (prefix / "experiments").glob("edges-*.json")
+    return record
+
+
+@pytest.fixture
+def first_run(tmp_path):
+    script = tmp_path / "edges.py"
+    script.write_text(SCRIPT)
+    return script, _run(script, tmp_path / "A")
+
+
+def test_rerun_keeps_a_recorded_fixed_output_path(first_run, tmp_path):
+    script, record = first_run
+    data = json.loads(record.read_text())
+    recorded = {s["name"]: s["relative_output_path"] for s in data["steps"]}
+    assert recorded["g/first"] == "fixed/first"
+
+    planned = plan_steps(rebuild_steps(data, str(tmp_path / "B")), str(tmp_path / "B"))
+    assert {p.name: p.relative_output_path for p in planned.steps} == recorded
+
+    b = tmp_path / "B"
+    result = marin("rerun", str(record), "--prefix", str(b), "--backend", "local")
+    assert result.returncode == 0, result.stderr
+    assert (b / "fixed" / "first" / ".executor_status").read_text().strip() == "SUCCESS"
+    assert not list((b / "g").glob("first-*"))
+    (sum_dir,) = (b / "g").glob("sum-*")
+    assert (sum_dir / "sum.txt").read_text() == "3"
+    verify = marin("verify", str(record), str(b))
+    assert verify.returncode == 0, verify.stdout
+    assert "3 identical of 3 steps" in verify.stdout
+
+
+def test_rerun_refuses_a_fixed_output_path_outside_the_records_prefix(first_run, tmp_path):
+    script, record = first_run
+    data = json.loads(record.read_text())
+    step = next(s for s in data["steps"] if s["name"] == "g/first")
+    step["relative_output_path"] = "/elsewhere/first"
+    with pytest.raises(
+        RerunError, match=r"step 'g/first': recorded at '/elsewhere/first', outside the record's prefix"
+    ):
+        rebuild_steps(data, str(tmp_path / "B"))
