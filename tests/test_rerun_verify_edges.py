@@ -104,3 +104,20 @@ def test_rerun_refuses_a_fixed_output_path_outside_the_records_prefix(first_run,
         RerunError, match=r"step 'g/first': recorded at '/elsewhere/first', outside the record's prefix"
     ):
         rebuild_steps(data, str(tmp_path / "B"))
+
+
+def test_rerun_forwards_rerun_code_changed(first_run, tmp_path):
+    script, record = first_run
+    b = tmp_path / "B"
+    assert marin("rerun", str(record), "--prefix", str(b), "--backend", "local").returncode == 0
+    (sum_dir,) = (b / "g").glob("sum-*")
+    assert (sum_dir / "sum.txt").read_text() == "3"
+    script.write_text(SCRIPT.replace("total = sum(json.load(f))", "total = 100 + sum(json.load(f))"))
+
+    plain = marin("rerun", str(record), "--prefix", str(b), "--backend", "local")
+    assert plain.returncode == 0, plain.stderr
+    assert (sum_dir / "sum.txt").read_text() == "3"
+
+    forced = marin("rerun", str(record), "--prefix", str(b), "--backend", "local", "--rerun_code_changed")
+    assert forced.returncode == 0, forced.stderr
+    assert (sum_dir / "sum.txt").read_text() == "103"

@@ -212,7 +212,7 @@ def environment_warnings(record: dict) -> list[str]:
 
 
 def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
-    """`marin rerun RECORD --prefix P [--dry_run] [--run_only ...] [--backend ...]`."""
+    """`marin rerun RECORD --prefix P [--dry_run] [--run_only ...] [--force_run_failed] [--rerun_code_changed] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
     from marin.execution.main import configure_logging, parse_main_args
 
@@ -238,7 +238,13 @@ def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
         record_extra={"rerun_of": record_path, "rerun_warnings": warnings},
     )
     try:
-        executor.run(steps, dry_run=cfg.dry_run, run_only=cfg.run_only, force_run_failed=cfg.force_run_failed)
+        executor.run(
+            steps,
+            dry_run=cfg.dry_run,
+            run_only=cfg.run_only,
+            force_run_failed=cfg.force_run_failed,
+            rerun_code_changed=cfg.rerun_code_changed,
+        )
     except ExecutorRunError:
         return 1
     return 0
