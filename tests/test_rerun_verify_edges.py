@@ -9,6 +9,7 @@ import pytest
 
 from marin.execution.planning import plan_steps
 from marin.execution.rerun import RerunError, rebuild_steps
+from marin.execution.verify import compare_records
 from tests.cli_support import marin
 
 SCRIPT = '''
@@ -121,3 +122,36 @@ def test_rerun_forwards_rerun_code_changed(first_run, tmp_path):
     forced = marin("rerun", str(record), "--prefix", str(b), "--backend", "local", "--rerun_code_changed")
     assert forced.returncode == 0, forced.stderr
     assert (sum_dir / "sum.txt").read_text() == "103"
+
+
+def _rerun(record, prefix):
+    result = marin("rerun", str(record), "--prefix", str(prefix), "--backend", "local")
+    assert result.returncode == 0, result.stderr
+    return prefix / "experiments" / record.name
+
+
+def test_verify_names_the_first_differing_step_not_an_earlier_missing_one(first_run, tmp_path):
+    script, record = first_run
+    record_b = _rerun(record, tmp_path / "B")
+    (tmp_path / "B" / "fixed" / "first" / ".executor_status").unlink()
+    (second_dir,) = (tmp_path / "B" / "g").glob("second4-*")
+    manifest = json.loads((second_dir / ".executor_manifest.json").read_text())
+    manifest["files"][0]["sha256"] = "0" * 64
+    (second_dir / ".executor_manifest.json").write_text(json.dumps(manifest))
+
+    verdicts = [(c.name, c.verdict) for c in compare_records(str(record), str(record_b))]
+    assert verdicts == [("g/first", "missing"), ("g/sum", "identical"), ("g/second4", "differs")]
+    verify = marin("verify", str(record), str(record_b))
+    assert verify.returncode == 1
+    assert "first difference in topological order: g/second4\n" in verify.stdout
+    assert "missing: g/first (no SUCCESS manifest in B)\n" in verify.stdout
+
+
+def test_verify_with_only_missing_steps_names_no_difference_and_fails(first_run, tmp_path):
+    script, record = first_run
+    record_b = _rerun(record, tmp_path / "B")
+    (tmp_path / "B" / "fixed" / "first" / ".executor_status").unlink()
+    verify = marin("verify", str(record), str(record_b))
+    assert verify.returncode == 1
+    assert "first difference" not in verify.stdout and "all steps identical" not in verify.stdout
+    assert "no step differs; missing: g/first (no SUCCESS manifest in B)\n" in verify.stdout

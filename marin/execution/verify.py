@@ -2,8 +2,11 @@
 
 Each step of A's record is matched by name with B's, and their manifests (sha256 and size of every
 output file) are compared: identical, differs (which files, their sizes; and whether the step's
-version itself changed), or missing (no SUCCESS manifest on one side). The first differing step in
-topological order is named, since everything downstream of it usually differs because of it.
+version itself changed), or missing (no SUCCESS manifest on one side). The first step that differs in
+topological order is named, since everything downstream of it usually differs because of it; missing
+steps are listed on their own line and never stand in for that first difference (a step not run in one
+prefix says nothing about bytes). Exit 0 only when every step compared is identical, 1 when any step
+differs or is missing, 2 when the arguments or records cannot be used.
 """
 
 from __future__ import annotations
@@ -136,11 +139,17 @@ def verify_main(a: str, b: str, steps_regex: str | None = None, file=None) -> in
     for c in comparisons:
         detail = ("  " + "; ".join(c.details[:6]) + (" ..." if len(c.details) > 6 else "")) if c.details else ""
         print(f"  {c.verdict:<10} {c.name}{detail}", file=file)
-    bad = [c for c in comparisons if c.verdict != "identical"]
+    differs = [c for c in comparisons if c.verdict == "differs"]
+    missing = [c for c in comparisons if c.verdict == "missing"]
     counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ("identical", "differs", "missing")}
     print(", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" of {len(comparisons)} steps", file=file)
-    if bad:
-        print(f"first difference in topological order: {bad[0].name} ({bad[0].verdict})", file=file)
+    if differs:
+        print(f"first difference in topological order: {differs[0].name}", file=file)
+    if missing:
+        listed = ", ".join(f"{c.name} ({'; '.join(c.details)})" for c in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        print(f"{'' if differs else 'no step differs; '}missing: {listed}{more}", file=file)
+    if differs or missing:
         return 1
     print("all steps identical", file=file)
     return 0
