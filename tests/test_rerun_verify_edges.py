@@ -155,3 +155,24 @@ def test_verify_with_only_missing_steps_names_no_difference_and_fails(first_run,
     assert verify.returncode == 1
     assert "first difference" not in verify.stdout and "all steps identical" not in verify.stdout
     assert "no step differs; missing: g/first (no SUCCESS manifest in B)\n" in verify.stdout
+
+
+def test_verify_lists_steps_only_in_b_as_missing_from_a(first_run, tmp_path):
+    script, record = first_run
+    record_b = _run(script, tmp_path / "B", EXTRA="1")
+    comparisons = compare_records(str(record), str(record_b))
+    assert [(c.name, c.verdict, c.details) for c in comparisons][-1] == (
+        "extra/only",
+        "missing",
+        ["not in A's record"],
+    )
+    verify = marin("verify", str(record), str(record_b))
+    assert verify.returncode == 1, verify.stdout
+    assert "3 identical, 1 missing of 4 steps" in verify.stdout
+    assert "missing: extra/only (not in A's record)\n" in verify.stdout
+
+    reverse = marin("verify", str(record_b), str(record))
+    assert reverse.returncode == 1 and "missing: extra/only (not in B's record)\n" in reverse.stdout
+
+    only_sum = marin("verify", str(record), str(record_b), "--steps", "sum$")
+    assert only_sum.returncode == 0 and "1 identical of 1 steps" in only_sum.stdout

@@ -2,7 +2,8 @@
 
 Each step of A's record is matched by name with B's, and their manifests (sha256 and size of every
 output file) are compared: identical, differs (which files, their sizes; and whether the step's
-version itself changed), or missing (no SUCCESS manifest on one side). The first step that differs in
+version itself changed), or missing (no SUCCESS manifest on one side, or not in one record: B's steps
+that match none of A's are listed after A's as missing from A). The first step that differs in
 topological order is named, since everything downstream of it usually differs because of it; missing
 steps are listed on their own line and never stand in for that first difference (a step not run in one
 prefix says nothing about bytes). Exit 0 only when every step compared is identical, 1 when any step
@@ -124,6 +125,10 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
             if cmp.verdict == "identical":
                 cmp.verdict = "differs"
         out.append(cmp)
+    matched = {id(sb) for sb in b_steps if sb is not None}
+    for sb in b["steps"]:
+        if id(sb) not in matched and (not pattern or pattern.search(sb["name"])):
+            out.append(StepComparison(sb["name"], "missing", ["not in A's record"]))
     return out
 
 
