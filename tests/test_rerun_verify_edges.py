@@ -176,3 +176,17 @@ def test_verify_lists_steps_only_in_b_as_missing_from_a(first_run, tmp_path):
 
     only_sum = marin("verify", str(record), str(record_b), "--steps", "sum$")
     assert only_sum.returncode == 0 and "1 identical of 1 steps" in only_sum.stdout
+
+
+def test_verify_pairs_a_step_renamed_by_a_setting_within_its_folder_and_says_so(first_run, tmp_path):
+    script, record = first_run
+    record_b = _run(script, tmp_path / "B", SECOND_N="5")
+    by_name = {c.name: c for c in compare_records(str(record), str(record_b))}
+    assert set(by_name) == {"g/first", "g/sum", "g/second4"}
+    renamed = by_name["g/second4"]
+    assert renamed.verdict == "differs"
+    assert "matched by folder: g/second4 ~ g/second5" in renamed.details
+    assert "numbers.json: 12 vs 15 bytes, sha256 differs" in renamed.details
+    verify = marin("verify", str(record), str(record_b))
+    assert verify.returncode == 1
+    assert "differs    g/second4  matched by folder: g/second4 ~ g/second5" in verify.stdout

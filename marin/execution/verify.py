@@ -67,7 +67,10 @@ def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
 
 def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
     """B's counterpart of each of A's steps: the same name, else the next unmatched step of B in the same
-    folder (`tokenizers/bpe512` vs `tokenizers/bpe384`: a renamed step whose name carries a setting)."""
+    folder whose name A does not have. Experiments put settings in step names (tiny_lm's tokenizer is
+    `tokenizers/shakespeare-bpe{vocab_size}`), so two runs that differ in such a setting have the "same"
+    step under two names; pairing them shows its bytes and its descendants' as `differs`, labelled
+    `matched by folder: A-name ~ B-name`, instead of two unrelated missing steps."""
     by_name = {s["name"]: s for s in b_steps}
     matched = [by_name.get(s["name"]) for s in a_steps]
     used = {id(m) for m in matched if m is not None}
@@ -118,12 +121,12 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
                 cmp.verdict = "differs"
             elif volatile:
                 cmp.details.append(f"{len(volatile)} volatile file(s) not compared")
-        if sb is not None and sb["name"] != sa["name"]:
-            cmp.details.insert(0, f"matched with {sb['name']!r} in B")
         if sb is not None and sb["hash"] != sa["hash"]:
             cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
             if cmp.verdict == "identical":
                 cmp.verdict = "differs"
+        if sb is not None and sb["name"] != sa["name"]:
+            cmp.details.insert(0, f"matched by folder: {sa['name']} ~ {sb['name']}")
         out.append(cmp)
     matched = {id(sb) for sb in b_steps if sb is not None}
     for sb in b["steps"]:
