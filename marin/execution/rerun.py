@@ -5,8 +5,10 @@ functions defined in the experiment file), holds the instantiated config, and th
 hashed. Rebuilding reverses instantiation: a field the version lists as "DEP[i]/sub" becomes
 `output_path_of(dependency, "sub")` again, a versioned field becomes `versioned(value)`, a path inside
 the step's own output becomes `this_output_path(...)`, and any other path under the record's prefix
-is re-rooted to the new prefix. The rebuilt steps must hash exactly as recorded; a step that does not
-is an error naming it (its code or config type changed in a way that changes identity).
+is re-rooted to the new prefix. A step recorded at a fixed output path (`override_output_path`, seen as a
+`relative_output_path` other than `name-hash`) gets it back, under the new prefix. The rebuilt steps must
+hash and place exactly as recorded; a step that does not is an error naming it (its code or config type
+changed in a way that changes identity).
 """
 
 from __future__ import annotations
@@ -115,6 +117,19 @@ def _value(value: Any, hint: Any, types: dict[str, str], path: str, step: str) -
     return value
 
 
+def _override_of(entry: dict, new_prefix: str) -> str | None:
+    """The recorded fixed output path (`override_output_path`), relative to the prefix; None for `name-hash`."""
+    name, rel = entry.get("name", "?"), entry.get("relative_output_path")
+    if rel is None or rel == f"{name}-{entry.get('hash')}":
+        return None
+    if rel.startswith("/") or "://" in rel:
+        raise RerunError(
+            f"step {name!r}: recorded at {rel!r}, outside the record's prefix; a rerun into {new_prefix} "
+            "would write into (or reuse) that run's output, so it cannot rebuild this step"
+        )
+    return rel
+
+
 def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
     """ExecutorSteps equal in identity to the record's, with paths re-rooted to `new_prefix`."""
     old_prefix = record.get("prefix") or ""
@@ -151,7 +166,14 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
                 _set_at(data, field_path, VersionedValue(recorded), name)
         config = _build(cls, data, entry.get("config_types", {}), "", name)
         resources = ResourceConfig(**entry["resources"]) if entry.get("resources") else None
-        step = ExecutorStep(name, fn, config, description=entry.get("description"), resources=resources)
+        step = ExecutorStep(
+            name,
+            fn,
+            config,
+            description=entry.get("description"),
+            resources=resources,
+            override_output_path=_override_of(entry, new_prefix),
+        )
         by_path[entry["output_path"]] = step
         steps.append(step)
     planned = plan_steps(steps, new_prefix)
@@ -161,6 +183,11 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
             raise RerunError(
                 f"step {entry['name']!r}: rebuilt version hashes to {got.hash}, the record says {entry['hash']} "
                 f"(recorded {entry['version']} vs rebuilt {got.version})"
+            )
+        if "relative_output_path" in entry and got.relative_output_path != entry["relative_output_path"]:
+            raise RerunError(
+                f"step {entry['name']!r}: rebuilt output path {got.relative_output_path!r}, "
+                f"the record says {entry['relative_output_path']!r}"
             )
     return steps
 
@@ -185,7 +212,7 @@ def environment_warnings(record: dict) -> list[str]:
 
 
 def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
-    """`marin rerun RECORD --prefix P [--dry_run] [--run_only ...] [--backend ...]`."""
+    """`marin rerun RECORD --prefix P [--dry_run] [--run_only ...] [--force_run_failed] [--rerun_code_changed] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
     from marin.execution.main import configure_logging, parse_main_args
 
@@ -211,7 +238,13 @@ def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
         record_extra={"rerun_of": record_path, "rerun_warnings": warnings},
     )
     try:
-        executor.run(steps, dry_run=cfg.dry_run, run_only=cfg.run_only, force_run_failed=cfg.force_run_failed)
+        executor.run(
+            steps,
+            dry_run=cfg.dry_run,
+            run_only=cfg.run_only,
+            force_run_failed=cfg.force_run_failed,
+            rerun_code_changed=cfg.rerun_code_changed,
+        )
     except ExecutorRunError:
         return 1
     return 0

@@ -2,8 +2,12 @@
 
 Each step of A's record is matched by name with B's, and their manifests (sha256 and size of every
 output file) are compared: identical, differs (which files, their sizes; and whether the step's
-version itself changed), or missing (no SUCCESS manifest on one side). The first differing step in
-topological order is named, since everything downstream of it usually differs because of it.
+version itself changed), or missing (no SUCCESS manifest on one side, or not in one record: B's steps
+that match none of A's are listed after A's as missing from A). The first step that differs in
+topological order is named, since everything downstream of it usually differs because of it; missing
+steps are listed on their own line and never stand in for that first difference (a step not run in one
+prefix says nothing about bytes). Exit 0 only when every step compared is identical, 1 when any step
+differs or is missing, 2 when the arguments or records cannot be used.
 """
 
 from __future__ import annotations
@@ -63,7 +67,10 @@ def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
 
 def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
     """B's counterpart of each of A's steps: the same name, else the next unmatched step of B in the same
-    folder (`tokenizers/bpe512` vs `tokenizers/bpe384`: a renamed step whose name carries a setting)."""
+    folder whose name A does not have. Experiments put settings in step names (tiny_lm's tokenizer is
+    `tokenizers/shakespeare-bpe{vocab_size}`), so two runs that differ in such a setting have the "same"
+    step under two names; pairing them shows its bytes and its descendants' as `differs`, labelled
+    `matched by folder: A-name ~ B-name`, instead of two unrelated missing steps."""
     by_name = {s["name"]: s for s in b_steps}
     matched = [by_name.get(s["name"]) for s in a_steps]
     used = {id(m) for m in matched if m is not None}
@@ -114,13 +121,17 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
                 cmp.verdict = "differs"
             elif volatile:
                 cmp.details.append(f"{len(volatile)} volatile file(s) not compared")
-        if sb is not None and sb["name"] != sa["name"]:
-            cmp.details.insert(0, f"matched with {sb['name']!r} in B")
         if sb is not None and sb["hash"] != sa["hash"]:
             cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
             if cmp.verdict == "identical":
                 cmp.verdict = "differs"
+        if sb is not None and sb["name"] != sa["name"]:
+            cmp.details.insert(0, f"matched by folder: {sa['name']} ~ {sb['name']}")
         out.append(cmp)
+    matched = {id(sb) for sb in b_steps if sb is not None}
+    for sb in b["steps"]:
+        if id(sb) not in matched and (not pattern or pattern.search(sb["name"])):
+            out.append(StepComparison(sb["name"], "missing", ["not in A's record"]))
     return out
 
 
@@ -136,11 +147,17 @@ def verify_main(a: str, b: str, steps_regex: str | None = None, file=None) -> in
     for c in comparisons:
         detail = ("  " + "; ".join(c.details[:6]) + (" ..." if len(c.details) > 6 else "")) if c.details else ""
         print(f"  {c.verdict:<10} {c.name}{detail}", file=file)
-    bad = [c for c in comparisons if c.verdict != "identical"]
+    differs = [c for c in comparisons if c.verdict == "differs"]
+    missing = [c for c in comparisons if c.verdict == "missing"]
     counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ("identical", "differs", "missing")}
     print(", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" of {len(comparisons)} steps", file=file)
-    if bad:
-        print(f"first difference in topological order: {bad[0].name} ({bad[0].verdict})", file=file)
+    if differs:
+        print(f"first difference in topological order: {differs[0].name}", file=file)
+    if missing:
+        listed = ", ".join(f"{c.name} ({'; '.join(c.details)})" for c in missing[:10])
+        more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        print(f"{'' if differs else 'no step differs; '}missing: {listed}{more}", file=file)
+    if differs or missing:
         return 1
     print("all steps identical", file=file)
     return 0
