@@ -50,6 +50,8 @@ def test_data_steps_run_end_to_end_under_the_executor_and_hash_only_what_they_de
         cache_dir=str(tokenized), tokenizer=str(tok), format=TextLmDatasetFormat(), train_urls=[], validation_urls=[]
     )
     stats = json.loads((tokenized / "stats.json").read_text())
+    log = (tokenized / ".executor_logs" / "001.log").read_text()
+    assert log.count("tokenized shard") == 3, log  # logged on tokenize's shard threads, kept in the step's log
     assert len(cfg.build_or_load_cache("train", monitors=False)) == stats["train"]["documents"]
     assert stats["train"]["documents"] + stats["validation"]["documents"] == dedup_stats["kept"]
 

@@ -3,19 +3,23 @@
 Two modes. In a process of its own (a Ray worker runs one task at a time) the file descriptors 1 and
 2 are pointed at the log file, so output of subprocesses and C libraries is captured too. With the
 local backend, steps share one process as threads, so `sys.stdout`, `sys.stderr` and the logging
-module are routed per thread instead.
+module are routed by the step's log held in a context variable instead. A context variable rather than
+a thread-local: a step that fans work out to threads (`marin.processing.shards.run_shards` with a
+thread pool) runs each piece in a copy of its own context, so what those threads print and log lands
+in the step's log too, not on the terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import logging
 import os
 import sys
 import threading
 
-_local = threading.local()
+_sink: contextvars.ContextVar = contextvars.ContextVar("marin_step_log", default=None)
 _install_lock = threading.Lock()
 _install_count = 0
 _saved_level = logging.NOTSET
@@ -29,11 +33,11 @@ class _ThreadRoutedStream(io.TextIOBase):
         self._which = which
 
     def write(self, text: str) -> int:
-        sink = getattr(_local, "sink", None)
+        sink = _sink.get()
         return (sink if sink is not None else self._fallback).write(text)
 
     def flush(self) -> None:
-        sink = getattr(_local, "sink", None)
+        sink = _sink.get()
         (sink if sink is not None else self._fallback).flush()
 
     def isatty(self) -> bool:
@@ -49,7 +53,7 @@ class _ThreadRoutedStream(io.TextIOBase):
 
 class _ThreadSinkHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
-        sink = getattr(_local, "sink", None)
+        sink = _sink.get()
         if sink is None:
             return
         try:
@@ -94,11 +98,11 @@ def _uninstall() -> None:
 def capture_thread(log_file):
     """Routes this thread's prints and log records to `log_file` (an open text file)."""
     _install()
-    _local.sink = log_file
+    token = _sink.set(log_file)
     try:
         yield
     finally:
-        _local.sink = None
+        _sink.reset(token)
         log_file.flush()
         _uninstall()
 
