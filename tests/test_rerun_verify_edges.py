@@ -190,3 +190,12 @@ def test_verify_pairs_a_step_renamed_by_a_setting_within_its_folder_and_says_so(
     verify = marin("verify", str(record), str(record_b))
     assert verify.returncode == 1
     assert "differs    g/second4  matched by folder: g/second4 ~ g/second5" in verify.stdout
+
+
+def test_verify_pairs_by_folder_only_when_there_is_exactly_one_candidate_on_each_side():
+    from marin.execution.verify import match_steps
+
+    a = [{"name": "tok/bpe512"}, {"name": "train/x"}, {"name": "tok/a1"}, {"name": "tok/a2"}]
+    b = [{"name": "train/x"}, {"name": "tok/bpe384"}]
+    assert [m and m["name"] for m in match_steps(a, b)] == [None, "train/x", None, None]
+    assert [m and m["name"] for m in match_steps(a[:2], b)] == ["tok/bpe384", "train/x"]

@@ -66,27 +66,31 @@ def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
 
 
 def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
-    """B's counterpart of each of A's steps: the same name, else the next unmatched step of B in the same
-    folder whose name A does not have. Experiments put settings in step names (tiny_lm's tokenizer is
-    `tokenizers/shakespeare-bpe{vocab_size}`), so two runs that differ in such a setting have the "same"
-    step under two names; pairing them shows its bytes and its descendants' as `differs`, labelled
-    `matched by folder: A-name ~ B-name`, instead of two unrelated missing steps."""
+    """B's counterpart of each of A's steps: the same name, else, when a folder has exactly one step of
+    A and one of B without a same-name partner, that one. Experiments put settings in step names
+    (tiny_lm's tokenizer is `tokenizers/shakespeare-bpe{vocab_size}`), so two runs that differ in such a
+    setting have the "same" step under two names; pairing them shows its bytes and its descendants' as
+    `differs`, labelled `matched by folder: A-name ~ B-name`, instead of two unrelated missing steps.
+    With more than one candidate on either side nothing is guessed: they are missing."""
     by_name = {s["name"]: s for s in b_steps}
     matched = [by_name.get(s["name"]) for s in a_steps]
-    used = {id(m) for m in matched if m is not None}
+    a_names = {s["name"] for s in a_steps}
+
+    def folder(step: dict) -> str:
+        return step["name"].rpartition("/")[0]
+
+    lonely_a: dict[str, list[int]] = {}
     for i, sa in enumerate(a_steps):
-        if matched[i] is not None:
-            continue
-        folder = sa["name"].rpartition("/")[0]
-        for sb in b_steps:
-            if (
-                id(sb) not in used
-                and sb["name"].rpartition("/")[0] == folder
-                and sb["name"] not in {s["name"] for s in a_steps}
-            ):
-                matched[i] = sb
-                used.add(id(sb))
-                break
+        if matched[i] is None:
+            lonely_a.setdefault(folder(sa), []).append(i)
+    lonely_b: dict[str, list[dict]] = {}
+    for sb in b_steps:
+        if sb["name"] not in a_names:
+            lonely_b.setdefault(folder(sb), []).append(sb)
+    for name, ours in lonely_a.items():
+        theirs = lonely_b.get(name, [])
+        if len(ours) == 1 and len(theirs) == 1:
+            matched[ours[0]] = theirs[0]
     return matched
 
 
