@@ -23,6 +23,7 @@ from typing import Any, Literal
 logger = logging.getLogger(__name__)
 
 RAY_SYSTEM_RETRIES = 3
+"""Ray retries a task lost to a dead worker or node this often (steps and shards alike); never an exception."""
 
 
 class ShardFailed(RuntimeError):

@@ -14,11 +14,11 @@ from typing import Any
 
 from marin.execution.authoring import ResourceConfig
 from marin.execution.step_runner import StepOutcome, StepTask, execute_step
+from marin.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_THREADS = 8
-RAY_SYSTEM_RETRIES = 3
 
 
 class LocalBackend:

@@ -33,6 +33,7 @@ from marin.processing.documents import (
     encode_documents,
     list_shards,
     read_documents,
+    read_json_many,
     shard_name,
     write_json,
 )
@@ -237,10 +238,9 @@ def dedup_documents(config: DedupConfig) -> dict:
             done_path=lambda i: join(config.output_path, shard_name(i)),
             pool=pool,
         )
-    per_shard = []
-    for i in range(len(shards)):
-        with fsspec.open(join(config.output_path, ".shard_stats", f"part-{i:05d}.json"), "r") as f:
-            per_shard.append(json.load(f))
+    per_shard = read_json_many(
+        [join(config.output_path, ".shard_stats", f"part-{i:05d}.json") for i in range(len(shards))]
+    )
     stats = _write_totals(config, per_shard)
     fs, work = fsspec.core.url_to_fs(join(config.output_path, ".work"))
     if fs.exists(work):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import fsspec
 
-from marin.storage import write_bytes
+from marin.storage import read_bytes_many, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -148,3 +148,14 @@ def encode_documents(docs: Iterable[dict]) -> bytes:
 def write_json(path: str, obj) -> None:
     """Sorted, indented JSON published atomically (marin.storage.write_bytes)."""
     write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def read_json_many(paths: list[str]) -> list:
+    """The JSON documents at `paths`, read concurrently (one round trip's latency for a bucket's many
+    small per-shard files, not one per file); a missing one is a FileNotFoundError naming it."""
+    out = []
+    for path, raw in zip(paths, read_bytes_many(paths), strict=True):
+        if raw is None:
+            raise FileNotFoundError(f"{path} is missing")
+        out.append(json.loads(raw))
+    return out

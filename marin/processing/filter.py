@@ -17,12 +17,9 @@ Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept docum
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass
-
-import fsspec
 
 from marin.processing.documents import (
     EmptyInputError,
@@ -31,6 +28,7 @@ from marin.processing.documents import (
     encode_documents,
     list_shards,
     read_documents,
+    read_json_many,
     shard_name,
     write_json,
 )
@@ -248,10 +246,9 @@ def filter_documents(config: FilterConfig) -> dict:
         desc="filter",
         done_path=lambda i: join(config.output_path, shard_name(i)),
     )
-    per_shard = []
-    for i in range(len(shards)):
-        with fsspec.open(join(config.output_path, ".shard_stats", f"part-{i:05d}.json"), "r") as f:
-            per_shard.append(json.load(f))
+    per_shard = read_json_many(
+        [join(config.output_path, ".shard_stats", f"part-{i:05d}.json") for i in range(len(shards))]
+    )
     return _write_totals(config, per_shard)
 
 

@@ -96,12 +96,12 @@ class FastEncoder:
         }
 
 
+@functools.lru_cache(maxsize=4)
 def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
-    """The encoder a `worker_spec()` saved at `spec_path` describes.
+    """The encoder a `worker_spec()` saved at `spec_path` describes, read and built once per process.
 
-    A fast encoder is cached by the spec's bytes (a worker encodes many shards with it, and new bytes
-    mean a new encoder, so a changed tokenizer is never served stale); the fallback reloads the
-    tokenizer from its path each time.
+    Callers write every spec under a fresh name (tokenize: one per run), so caching by path never serves
+    an encoder for a tokenizer that has since changed, and a worker reads and parses it once, not per shard.
     """
     raw = read_bytes(spec_path)
     if raw is None:
@@ -109,14 +109,8 @@ def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
     spec = json.loads(raw)
     if not spec["fast"]:
         return LevanterEncoder(spec["tokenizer_path"])
-    return _fast_encoder(raw)
-
-
-@functools.lru_cache(maxsize=4)
-def _fast_encoder(raw: bytes) -> FastEncoder:
     from tokenizers import Tokenizer
 
-    spec = json.loads(raw)
     return FastEncoder(
         Tokenizer.from_str(spec["backend"]), prefix=spec["prefix"], suffix=spec["suffix"], dtype=spec["dtype"]
     )

@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +35,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from marin.processing.documents import EmptyInputError, ReadReport, concrete, list_shards, read_documents, write_json
+from marin.processing.documents import (
+    EmptyInputError,
+    ReadReport,
+    concrete,
+    list_shards,
+    read_documents,
+    read_json_many,
+    write_json,
+)
 from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
 from marin.processing.shards import run_shards
 from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
@@ -96,7 +105,7 @@ def _part_name(kind: str, index: int) -> str:
 def tokenize_shard(
     shard_path: str, route: str, encoder_spec: str, part_path: str, skip_bad: bool, batch_size: int
 ) -> None:
-    """Tokenize one input shard into `part_path`.npz (ids and lengths per split) and then `part_path`.json.
+    """Tokenize one input shard into `part_path`.<split>.npz (ids and lengths) and then `part_path`.json.
 
     route: "by_id:<fraction>" sends a document to validation by the hash of its id; "validation" sends
     every document there. encoder_spec: the path of the encoder's `worker_spec()` JSON.
@@ -112,37 +121,30 @@ def tokenize_shard(
     ids: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         ids.extend(encoder.encode(texts[start : start + batch_size]))
-    arrays: dict[str, np.ndarray] = {}
     counts: dict[str, dict] = {}
     for split in SPLITS:
         mine = [i for i, s in enumerate(splits) if s == split]
         lengths = np.array([len(ids[i]) for i in mine], dtype=np.int64)
-        arrays[f"{split}_ids"] = np.concatenate([ids[i] for i in mine]) if mine else np.zeros(0, dtype=encoder.dtype)
-        arrays[f"{split}_lengths"] = lengths
         counts[split] = {
             "documents": len(mine),
             "tokens": int(lengths.sum()),
             "bytes": sum(len(texts[i].encode("utf-8")) for i in mine),
         }
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    write_bytes(part_path + ".npz", buf.getvalue())
+        if mine:
+            buf = io.BytesIO()
+            np.savez(buf, ids=np.concatenate([ids[i] for i in mine]), lengths=lengths)
+            write_bytes(f"{part_path}.{split}.npz", buf.getvalue())
     write_json(part_path + ".json", {"splits": counts, "skipped_bad_documents": dict(report.skipped)})
     logger.info("tokenized shard %s (%d documents) into %s", shard_path, len(texts), part_path)
 
 
 def _read_part(part_path: str, split: str) -> list[np.ndarray]:
-    raw = read_bytes(part_path + ".npz")
+    raw = read_bytes(f"{part_path}.{split}.npz")
     if raw is None:
-        raise FileNotFoundError(f"tokenize: part {part_path}.npz is missing although its .json says done")
+        raise FileNotFoundError(f"tokenize: part {part_path}.{split}.npz is missing although its .json says done")
     with np.load(io.BytesIO(raw)) as part:
-        ids, lengths = part[f"{split}_ids"], part[f"{split}_lengths"]
-    return np.split(ids, np.cumsum(lengths)[:-1]) if len(lengths) else []
-
-
-def _read_json(path: str):
-    raw = read_bytes(path)
-    return None if raw is None else json.loads(raw)
+        ids, lengths = part["ids"], part["lengths"]
+    return np.split(ids, np.cumsum(lengths)[:-1])
 
 
 def tokenize(config: TokenizeConfig) -> dict:
@@ -151,7 +153,7 @@ def tokenize(config: TokenizeConfig) -> dict:
     val_inputs = list_shards(config.validation_path) if config.validation_path else []
     parts_root = join(config.output_path, PARTS)
     encoder = LevanterEncoder(config.tokenizer)
-    spec_path = join(parts_root, "encoder.json")
+    spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")  # fresh per run: see encoder_from_spec
     write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
     tasks = [
         (path, f"by_id:{config.validation_fraction!r}", spec_path, join(parts_root, _part_name("input", i)))
@@ -175,7 +177,7 @@ def tokenize(config: TokenizeConfig) -> dict:
             pool=pool,
         )
 
-    parts = [_read_json(p + ".json") for p in part_paths]
+    parts = read_json_many([p + ".json" for p in part_paths])
     skipped: Counter = Counter()
     for part in parts:
         skipped.update(part["skipped_bad_documents"])
@@ -204,12 +206,12 @@ def tokenize(config: TokenizeConfig) -> dict:
 
     write_json(join(config.output_path, "stats.json"), stats)
     write_volatile_list(config.output_path, [f"{split}/shard_ledger.json" for split in SPLITS])
+    tokenizer = portable_path(config.tokenizer, config.output_path)
     write_json(
         join(config.output_path, "tokenize_info.json"),
         {
-            "tokenizer": portable_path(config.tokenizer, config.output_path),
-            "tokenizer_relative_to_this_folder": portable_path(config.tokenizer, config.output_path)
-            != config.tokenizer,
+            "tokenizer": tokenizer,
+            "tokenizer_relative_to_this_folder": tokenizer != config.tokenizer,
             "splits": sorted(stats),
             "format": "levanter.data.text.TextLmDatasetFormat(text_key='text')",
             "enforce_bos": True,
