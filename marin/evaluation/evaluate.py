@@ -25,22 +25,11 @@ import posixpath
 import time
 from dataclasses import dataclass
 
+from marin.storage import open_url, url_to_fs
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
 from marin.training.config import LlamaModelConfig, has_placeholders
 
 logger = logging.getLogger(__name__)
-
-
-def _url_to_fs(path: str):
-    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
-
-    return url_to_fs(path)
-
-
-def _open(path: str, mode: str = "r"):
-    import fsspec
-
-    return fsspec.open(path, mode)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +63,7 @@ class EvalConfig:
 
 
 def _exists(path: str) -> bool:
-    fs, plain = _url_to_fs(path)
+    fs, plain = url_to_fs(path)
     return fs.exists(plain)
 
 
@@ -176,7 +165,7 @@ def evaluate(config: EvalConfig) -> dict:
     info_path = posixpath.join(train_output, "train_info.json")
     if not _exists(info_path):
         raise FileNotFoundError(f"evaluate.checkpoint: {info_path} is missing (not a marin train output?)")
-    with _open(info_path, "r") as f:
+    with open_url(info_path, "r") as f:
         info = json.load(f)
     step = checkpoint_step(checkpoint)
     logger.info("evaluating %s (step %d) on %s", checkpoint, step, sorted(config.datasets))
@@ -234,7 +223,7 @@ def _write_results(out: str, results: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fs, plain = _url_to_fs(out)
+    fs, plain = url_to_fs(out)
     fs.makedirs(plain, exist_ok=True)
     rows = [
         {"dataset": name, "step": results["step"], "checkpoint": results["checkpoint"], **values}

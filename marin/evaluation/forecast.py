@@ -20,21 +20,10 @@ import math
 import posixpath
 from dataclasses import dataclass
 
+from marin.storage import open_url, url_to_fs
 from marin.training.config import has_placeholders
 
 logger = logging.getLogger(__name__)
-
-
-def _url_to_fs(path: str):
-    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
-
-    return url_to_fs(path)
-
-
-def _open(path: str, mode: str = "r"):
-    import fsspec
-
-    return fsspec.open(path, mode)
 
 
 _METRICS = ("loss", "bpb")
@@ -152,7 +141,7 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
 
 
 def _read(path: str) -> dict:
-    with _open(path, "r") as f:
+    with open_url(path, "r") as f:
         return json.load(f)
 
 
@@ -205,7 +194,7 @@ def forecast(config: ForecastConfig) -> dict:
             "interval_note": None if interval else "3 rungs fit a, b, c exactly: add rungs for an interval",
         },
     }
-    fs, plain = _url_to_fs(config.output_path)
+    fs, plain = url_to_fs(config.output_path)
     fs.makedirs(plain, exist_ok=True)
     with fs.open(posixpath.join(plain, "forecast.json"), "w") as f:
         f.write(json.dumps(out, indent=2, sort_keys=True) + "\n")

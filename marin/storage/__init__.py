@@ -28,11 +28,23 @@ from marin.storage.files import (
     write_text,
 )
 from marin.storage.manifest import VOLATILE_LIST, compute_manifest, write_volatile_list
-from marin.storage.paths import filesystem, is_local, join, portable_path, protocol_of, relative_to, strip_protocol
+from marin.storage.paths import (
+    filesystem,
+    is_local,
+    join,
+    open_url,
+    portable_path,
+    protocol_of,
+    relative_to,
+    strip_protocol,
+    url_to_fs,
+)
 
 __all__ = [
     "VOLATILE_LIST",
     "portable_path",
+    "open_url",
+    "url_to_fs",
     "write_volatile_list",
     "VersionedBytes",
     "append_line",

@@ -82,6 +82,20 @@ def filesystem(path: str):
     return _filesystem_for(protocol, endpoint_for(protocol), os.getpid())
 
 
+def url_to_fs(path: str):
+    """fsspec's `(filesystem, path without protocol)` for any URL; fsspec is imported only when called."""
+    from fsspec.core import url_to_fs as fsspec_url_to_fs
+
+    return fsspec_url_to_fs(path)
+
+
+def open_url(path: str, mode: str = "r"):
+    """`fsspec.open(path, mode)` (a context manager), for steps that stream a file on any storage."""
+    import fsspec
+
+    return fsspec.open(path, mode)
+
+
 def portable_path(path: str, output_path: str) -> str:
     """`path` as a step should write it into its outputs: relative to `output_path` when both live on
     the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL)."""

@@ -12,24 +12,9 @@ import json
 import posixpath
 import re
 
+from marin.storage import url_to_fs
+
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-def _url_to_fs(path: str):
-    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
-
-    return url_to_fs(path)
-
-
-def _open(path: str, mode: str = "r"):
-    import fsspec
-
-    return fsspec.open(path, mode)
-
-
-def _fs(path: str):
-    fs, plain = _url_to_fs(path)
-    return fs, plain
 
 
 def _rejoin(original: str, plain: str) -> str:
@@ -39,7 +24,7 @@ def _rejoin(original: str, plain: str) -> str:
 
 def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
     """Complete checkpoints under `<train_output>/checkpoints/` as (step, path), oldest first."""
-    fs, plain = _fs(train_output)
+    fs, plain = url_to_fs(train_output)
     root = posixpath.join(plain, "checkpoints")
     if not fs.exists(root):
         return []
@@ -64,7 +49,7 @@ def discard_incomplete_checkpoints(train_output: str) -> list[str]:
     """Deletes step folders a killed run left unfinished (no or unreadable metadata.json), so that
     resuming starts from the last complete checkpoint instead of tripping over a half-written one.
     Only called by the train step while it holds the step's lease: nobody else writes here."""
-    fs, plain = _fs(train_output)
+    fs, plain = url_to_fs(train_output)
     root = posixpath.join(plain, "checkpoints")
     if not fs.exists(root):
         return []
@@ -78,13 +63,13 @@ def discard_incomplete_checkpoints(train_output: str) -> list[str]:
 
 def checkpoint_step(checkpoint: str) -> int:
     """The step recorded in a checkpoint's `metadata.json`."""
-    fs, plain = _fs(checkpoint)
+    fs, plain = url_to_fs(checkpoint)
     with fs.open(posixpath.join(plain, "metadata.json")) as f:
         return int(json.load(f)["step"])
 
 
 def is_checkpoint(path: str) -> bool:
-    fs, plain = _fs(path)
+    fs, plain = url_to_fs(path)
     return fs.exists(posixpath.join(plain, "metadata.json"))
 
 

@@ -12,21 +12,10 @@ import logging
 import posixpath
 import tempfile
 
+from marin.storage import open_url
 from marin.training.config import LlamaModelConfig
 
 logger = logging.getLogger(__name__)
-
-
-def _url_to_fs(path: str):
-    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
-
-    return url_to_fs(path)
-
-
-def _open(path: str, mode: str = "r"):
-    import fsspec
-
-    return fsspec.open(path, mode)
 
 
 def levanter_llama(model: LlamaModelConfig, tokenizer: str, reference_checkpoint: str | None = None):
@@ -57,7 +46,7 @@ def write_reference_config(model: LlamaModelConfig, tokenizer: str, vocab_size: 
 
 
 def read_train_info(train_output: str) -> dict:
-    with _open(posixpath.join(train_output, "train_info.json"), "r") as f:
+    with open_url(posixpath.join(train_output, "train_info.json"), "r") as f:
         return json.load(f)
 
 

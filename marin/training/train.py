@@ -30,6 +30,7 @@ import threading
 import time
 from datetime import timedelta
 
+from marin.storage import open_url, url_to_fs, write_text
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
@@ -46,30 +47,18 @@ _ONE_TRAINING_PER_PROCESS = threading.Lock()
 local backend runs steps in threads) take turns."""
 
 
-def _url_to_fs(path: str):
-    from fsspec.core import url_to_fs  # lazily: importing fsspec costs ~0.3 s
-
-    return url_to_fs(path)
-
-
-def _open(path: str, mode: str = "r"):
-    import fsspec
-
-    return fsspec.open(path, mode)
-
-
 def _read_json(path: str) -> dict:
-    with _open(path, "r") as f:
+    with open_url(path, "r") as f:
         return json.load(f)
 
 
 def _write_json(path: str, obj: dict) -> None:
-    with _open(path, "w") as f:
-        f.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """Published atomically (a reader never sees half a train_info.json)."""
+    write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def _exists(path: str) -> bool:
-    fs, plain = _url_to_fs(path)
+    fs, plain = url_to_fs(path)
     return fs.exists(plain)
 
 
@@ -282,7 +271,7 @@ def train(config: TrainConfig) -> None:
     parent = check_inputs(config)
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
-    fs, plain = _url_to_fs(out)
+    fs, plain = url_to_fs(out)
     fs.makedirs(plain, exist_ok=True)
     if parent:
         _write_json(
