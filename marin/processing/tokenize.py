@@ -103,21 +103,27 @@ def _part_name(kind: str, index: int) -> str:
 
 
 def tokenize_shard(
-    shard_path: str, route: str, encoder_spec: str, part_path: str, skip_bad: bool, batch_size: int
+    shard_path: str,
+    validation_fraction: float | None,
+    encoder_spec: str,
+    part_path: str,
+    skip_bad: bool,
+    batch_size: int,
 ) -> None:
     """Tokenize one input shard into `part_path`.<split>.npz (ids and lengths) and then `part_path`.json.
 
-    route: "by_id:<fraction>" sends a document to validation by the hash of its id; "validation" sends
-    every document there. encoder_spec: the path of the encoder's `worker_spec()` JSON.
+    validation_fraction: the share of documents sent to validation by the hash of their id; None sends
+    every document there (a `validation_path` shard). encoder_spec: the path of the encoder's
+    `worker_spec()` JSON.
     """
     encoder = encoder_from_spec(encoder_spec)
     report = ReadReport()
-    fraction = float(route.split(":", 1)[1]) if route.startswith("by_id:") else None
     texts: list[str] = []
     splits: list[str] = []
     for doc in read_documents(shard_path, skip_bad=skip_bad, report=report):
         texts.append(doc["text"])
-        splits.append("validation" if fraction is None or is_validation(doc["id"], fraction) else "train")
+        to_validation = validation_fraction is None or is_validation(doc["id"], validation_fraction)
+        splits.append("validation" if to_validation else "train")
     ids: list[np.ndarray] = []
     for start in range(0, len(texts), batch_size):
         ids.extend(encoder.encode(texts[start : start + batch_size]))
@@ -156,12 +162,9 @@ def tokenize(config: TokenizeConfig) -> dict:
     spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")  # fresh per run: see encoder_from_spec
     write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
     tasks = [
-        (path, f"by_id:{config.validation_fraction!r}", spec_path, join(parts_root, _part_name("input", i)))
+        (path, config.validation_fraction, spec_path, join(parts_root, _part_name("input", i)))
         for i, path in enumerate(inputs)
-    ] + [
-        (path, "validation", spec_path, join(parts_root, _part_name("validation", i)))
-        for i, path in enumerate(val_inputs)
-    ]
+    ] + [(path, None, spec_path, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)]
     tasks = [(*task, config.skip_bad_documents, config.batch_size) for task in tasks]
     part_paths = [task[3] for task in tasks]
     with contextlib.ExitStack() as stack:
