@@ -45,20 +45,20 @@ def ray_available() -> bool:
     return ray.is_initialized()
 
 
-def _ray_task_options(resources: Any) -> dict:
+def _ray_task_options(resources: dict | None) -> dict:
     if resources is None:
         return {"num_cpus": 1}
-    if isinstance(resources, dict):
-        return dict(resources)
-    from marin.execution.backends import ray_options
-
-    return ray_options(resources)
+    if not isinstance(resources, dict):
+        raise TypeError(
+            f"map_shards: resources must be a dict of Ray task options or None, got {type(resources).__name__}"
+        )
+    return dict(resources)
 
 
 def map_shards(
     fn: Callable[[Any], Any],
     items: Sequence[Any],
-    resources: Any = None,
+    resources: dict | None = None,
     *,
     max_workers: int | None = None,
     local: Literal["process", "thread"] = "process",
@@ -68,19 +68,21 @@ def map_shards(
     """`[fn(item) for item in items]`, in parallel; results in input order.
 
     fn: a module-level function (it is pickled by reference for processes and Ray).
-    resources: Ray task options per shard ({'num_cpus': 1, 'memory': bytes, 'resources': {...}}) or a
-        ResourceConfig; None for one CPU. Ignored by the local pool.
+    resources: Ray task options per shard ({'num_cpus': 1, 'memory': bytes, 'resources': {...}}); None for
+        one CPU. Ignored by the local pool. (A step's ResourceConfig belongs to the executor layer, which
+        this module may not import.)
     max_workers: the local pool's size (default: the CPU count, at most len(items)).
     local: 'process' (default, real parallelism) or 'thread' (for I/O-bound shards) when Ray is absent.
     where: 'auto' (Ray when `ray_available()`, else local), or force 'ray' / 'local'.
     """
     if where not in ("auto", "ray", "local"):
         raise ValueError(f"map_shards: where must be 'auto', 'ray' or 'local', got {where!r}")
+    options = _ray_task_options(resources)
     items = list(items)
     if not items:
         return []
     if where == "ray" or (where == "auto" and ray_available()):
-        return _map_ray(fn, items, _ray_task_options(resources), desc)
+        return _map_ray(fn, items, options, desc)
     return _map_local(fn, items, max_workers, local, desc)
 
 

@@ -33,12 +33,14 @@ def test_a_failing_shard_fails_the_map_naming_its_index_and_item():
     assert info.value.index == 3
 
 
-def test_empty_input_and_bad_pool_kind():
+def test_empty_input_bad_pool_kind_and_bad_resources():
     assert map_shards(fail_on_three, []) == []
     with pytest.raises(ValueError, match="local must be 'process' or 'thread'"):
         map_shards(fail_on_three, [1], local="fork", where="local")
     with pytest.raises(ValueError, match="where must be 'auto', 'ray' or 'local'"):
         map_shards(fail_on_three, [1], where="cluster")
+    with pytest.raises(TypeError, match="resources must be a dict of Ray task options"):
+        map_shards(fail_on_three, [1], resources=4, where="local")
 
 
 def test_ray_address_in_the_environment_means_ray(monkeypatch):
