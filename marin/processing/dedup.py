@@ -24,8 +24,6 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
-import fsspec
-
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
@@ -38,7 +36,7 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.processing.shards import run_shards, worker_pool
-from marin.storage import exists, join, write_bytes
+from marin.storage import delete, join, read_bytes, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -135,13 +133,11 @@ def _bucket(config: DedupConfig, bucket: int) -> None:
 def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
     """Exact keys and the MinHash clusters; cached in .work/plan.json so a resumed run skips it."""
     plan_path = join(config.output_path, ".work", "plan.json")
-    if exists(plan_path):
+    finished = read_bytes(plan_path)
+    if finished is not None:
         logger.info("dedup: reusing the finished plan in %s", plan_path)
-        with fsspec.open(plan_path, "r") as f:
-            return json.load(f)
-    fs, work_dir = fsspec.core.url_to_fs(join(config.output_path, ".work"))
-    if fs.exists(work_dir):
-        fs.rm(work_dir, recursive=True)
+        return json.loads(finished)
+    delete(join(config.output_path, ".work"), recursive=True)
     hashed = run_shards(
         _hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes", pool=pool
     )
@@ -184,10 +180,9 @@ def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
 
 
 def _read_u32_pairs(path: str) -> dict[int, int]:
-    if not exists(path):
+    data = read_bytes(path)
+    if data is None:
         return {}
-    with fsspec.open(path, "rb") as f:
-        data = f.read()
     return {a: b for a, b in struct.iter_unpack("<II", data)}
 
 
@@ -242,9 +237,7 @@ def dedup_documents(config: DedupConfig) -> dict:
         [join(config.output_path, ".shard_stats", f"part-{i:05d}.json") for i in range(len(shards))]
     )
     stats = _write_totals(config, per_shard)
-    fs, work = fsspec.core.url_to_fs(join(config.output_path, ".work"))
-    if fs.exists(work):
-        fs.rm(work, recursive=True)
+    delete(join(config.output_path, ".work"), recursive=True)
     return stats
 
 
