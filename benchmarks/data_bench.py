@@ -8,8 +8,11 @@
    directly on datatrove's LocalPipelineExecutor, same shards, same MinhashConfig, same worker count.
    Ratio = datatrove time / our time. Also reported: our dedup with exact dedup on.
 
-Run: .venv/bin/python benchmarks/data_bench.py [--workers 1] [--repeats 2] [--workdir DIR]
-Each figure is the best of `repeats` runs (the machine is shared; the best run is the least disturbed).
+Run: .venv/bin/python benchmarks/data_bench.py [--workers 1] [--repeats 15] [--workdir DIR]
+Each side runs once per round, `repeats` rounds, the order alternating. The ratio is taken within each
+round and the median of those is the figure (quartiles, range and the older best-of ratio beside it):
+on a shared machine a burst of load lands on both sides of a round, while two separately chosen best
+times can come from different bursts.
 """
 
 from __future__ import annotations
@@ -18,54 +21,70 @@ import argparse
 import json
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
 
-def best_of_interleaved(repeats: int, *fns):
-    """Run the fns in turn (A B A B ...), `repeats` rounds; per fn the best time and its last result.
+def paired_rounds(rounds: int, *fns):
+    """Run the fns once each per round, alternating the order (A B, B A, ...); per fn its times and last result.
 
-    Interleaving keeps a burst of load from other processes from landing on one side only.
+    Both sides of a round run seconds apart, so a burst of load from other processes lands on both:
+    the ratio within a round is far steadier than the ratio of two separately chosen best times.
     """
-    best = [float("inf")] * len(fns)
+    times: list[list[float]] = [[] for _ in fns]
     results = [None] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
+    for r in range(rounds):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
             t = time.perf_counter()
-            results[i] = fn()
-            best[i] = min(best[i], time.perf_counter() - t)
-    return [(b, r) for b, r in zip(best, results, strict=True)]
+            results[i] = fns[i]()
+            times[i].append(time.perf_counter() - t)
+    return times, results
 
 
-def best_cpu_of_interleaved(repeats: int, *fns) -> list[float]:
-    """Like best_of_interleaved, but this process's CPU seconds (all threads): steadier on a shared machine."""
-    best = [float("inf")] * len(fns)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            t = time.process_time()
-            fn()
-            best[i] = min(best[i], time.process_time() - t)
-    return best
+def ratio_summary(ours: list[float], theirs: list[float]) -> dict:
+    """Per-round throughput ratios (their time / our time): median, quartiles, range, and the best-of ratio."""
+    ratios = sorted(t / o for o, t in zip(ours, theirs, strict=True))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {
+        "median": statistics.median(ratios),
+        "q1": q[0],
+        "q3": q[2],
+        "min": ratios[0],
+        "max": ratios[-1],
+        "best_of": min(theirs) / min(ours),
+    }
+
+
+def describe(summary: dict) -> str:
+    return (
+        f"median {summary['median']:.2f} (quartiles {summary['q1']:.2f}-{summary['q3']:.2f}, "
+        f"range {summary['min']:.2f}-{summary['max']:.2f}; best-of ratio {summary['best_of']:.2f})"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=15, help="paired rounds")
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--parts", default="tokenize,dedup", help="comma-separated: tokenize, dedup")
+    parser.add_argument("--measure-tokenize", choices=TOKENIZE_SIDES, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_tokenize:  # one measurement, in a process of its own (see bench_tokenize)
+        print(json.dumps(measure_tokenize_side(args.measure_tokenize, args.workdir, args.workers)))
+        return
 
     from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
-    from marin.processing.documents import list_shards, read_documents
     from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 
     work = args.workdir or tempfile.mkdtemp(prefix="marin-data-bench-")
     corpus = os.path.join(work, "corpus")
     info = write_shakespeare_corpus(ShippedCorpusConfig(output_path=corpus, num_shards=8))
-    docs = [d for p in list_shards(corpus) for d in read_documents(p)]
-    texts = [d["text"] for d in docs]
     print(
         f"corpus: {info['documents']} documents, {info['characters'] / 1e6:.2f} M characters, {info['shards']} shards"
     )
@@ -79,7 +98,7 @@ def main() -> None:
     parts = set(args.parts.split(","))
     results = {"workers": args.workers}
     if "tokenize" in parts:
-        results["tokenize_ratio"] = round(bench_tokenize(args, work, corpus, tok_dir, texts), 3)
+        results["tokenize_ratio"] = round(bench_tokenize(args, work), 3)
     if "dedup" in parts:
         results["dedup_ratio"] = round(bench_dedup(args, work, corpus, info), 3)
     print(json.dumps(results))
@@ -87,50 +106,81 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def bench_tokenize(args, work: str, corpus: str, tok_dir: str, texts: list[str]) -> float:
-    # --- tokenize vs encode_batch -------------------------------------------------------------
-    import levanter.data.text  # noqa: F401  (import once, outside the timings)
+TOKENIZE_SIDES = ("encode_batch", "encode_batch_fast", "tokenize")
+
+
+def measure_tokenize_side(side: str, work: str, workers: int) -> dict:
+    """Time one side once, in this (fresh) process: wall and CPU seconds, documents and tokens.
+
+    Every measurement gets a process of its own, started the same way for each side, so neither side
+    inherits the other's heap (the encodings of a previous call) or a tokenizer with a warm word cache:
+    the step loads its tokenizer once per run, and so does the baseline here.
+    """
+    import resource
+
+    import levanter.data.text  # noqa: F401  (imported before the clock starts, as in a running executor)
     from tokenizers import Tokenizer
 
+    from marin.processing.documents import list_shards, read_documents
     from marin.processing.tokenize import TokenizeConfig, tokenize
 
-    tokenizer_json = os.path.join(tok_dir, "tokenizer.json")
-
-    def fresh():
-        """A tokenizer loaded for this run, as the step loads one per run: its BPE word cache starts empty
-        (reusing one warm tokenizer across the repeats would hand the library a cache the step never has)."""
-        return Tokenizer.from_file(tokenizer_json)
-
-    def run_tokenize():
+    corpus, tok_dir = os.path.join(work, "corpus"), os.path.join(work, "tokenizer")
+    if side == "tokenize":
         out = os.path.join(work, "tokenized")
         shutil.rmtree(out, ignore_errors=True)
-        return tokenize(
-            TokenizeConfig(
-                input_path=corpus, tokenizer=tok_dir, output_path=out, validation_fraction=0.05, workers=args.workers
-            )
-        )
+        config = TokenizeConfig(input_path=corpus, tokenizer=tok_dir, output_path=out, workers=workers)
+        run = lambda: tokenize(config)  # noqa: E731
+    else:
+        texts = [d["text"] for p in list_shards(corpus) for d in read_documents(p)]
+        run = lambda: getattr(Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json")), side)(texts)  # noqa: E731
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu += (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    if side == "tokenize":
+        documents = sum(s["documents"] for s in result.values())
+        tokens = sum(s["tokens"] for s in result.values())
+    else:
+        documents, tokens = len(result), sum(len(e.ids) for e in result)
+    return {"wall": wall, "cpu": cpu, "documents": documents, "tokens": tokens}
 
-    (t_hf, encodings), (t_fast, _), (t_ours, stats) = best_of_interleaved(
-        args.repeats, lambda: fresh().encode_batch(texts), lambda: fresh().encode_batch_fast(texts), run_tokenize
-    )
-    hf_tokens = sum(len(e.ids) for e in encodings)
-    our_tokens = sum(s["tokens"] for s in stats.values())
-    for name, t, tokens in (
-        ("encode_batch", t_hf, hf_tokens),
-        ("encode_batch_fast", t_fast, hf_tokens),
-        ("tokenize step", t_ours, our_tokens),
-    ):
-        print(f"{name + ':':19s} {len(texts) / t:8.1f} docs/s  {tokens / t:10.0f} tokens/s  ({t:.2f} s)")
-    tok_ratio = t_hf / t_ours
-    print(f"tokenize ratio (ours / encode_batch throughput): {tok_ratio:.2f}  (target >= 0.9)")
-    print(f"tokenize ratio (ours / encode_batch_fast throughput): {t_fast / t_ours:.2f}")
-    if args.workers == 1:  # worker processes' CPU time is not this process's
-        cpu_hf, cpu_ours = best_cpu_of_interleaved(args.repeats, lambda: fresh().encode_batch(texts), run_tokenize)
+
+def bench_tokenize(args, work: str) -> float:
+    """Paired rounds of the three sides, each measurement in a fresh process (`--measure-tokenize`)."""
+    walls: dict[str, list[float]] = {side: [] for side in TOKENIZE_SIDES}
+    cpus: dict[str, list[float]] = {side: [] for side in TOKENIZE_SIDES}
+    last: dict[str, dict] = {}
+    for r in range(args.repeats):
+        for side in TOKENIZE_SIDES if r % 2 == 0 else reversed(TOKENIZE_SIDES):
+            cmd = [
+                sys.executable,
+                __file__,
+                "--measure-tokenize",
+                side,
+                "--workdir",
+                work,
+                "--workers",
+                str(args.workers),
+            ]
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            last[side] = json.loads(done.stdout.strip().splitlines()[-1])
+            walls[side].append(last[side]["wall"])
+            cpus[side].append(last[side]["cpu"])
+    for side in TOKENIZE_SIDES:
+        t = statistics.median(walls[side])
         print(
-            f"CPU seconds: encode_batch {cpu_hf:.2f}, tokenize step {cpu_ours:.2f}; CPU ratio {cpu_hf / cpu_ours:.2f}"
+            f"{side + ':':19s} {last[side]['documents'] / t:8.1f} docs/s  {last[side]['tokens'] / t:10.0f} tokens/s  "
+            f"(median {t:.2f} s, best {min(walls[side]):.2f} s; CPU median {statistics.median(cpus[side]):.2f} s)"
         )
-
-    return tok_ratio
+    summary = ratio_summary(walls["tokenize"], walls["encode_batch"])
+    print(f"tokenize / encode_batch throughput, per round: {describe(summary)}  (target >= 0.9)")
+    fast = ratio_summary(walls["tokenize"], walls["encode_batch_fast"])
+    print(f"tokenize / encode_batch_fast throughput, per round: {describe(fast)}")
+    cpu = ratio_summary(cpus["tokenize"], cpus["encode_batch"])
+    print(f"CPU seconds, encode_batch / tokenize, per round: {describe(cpu)}")
+    return summary["median"]
 
 
 def bench_dedup(args, work: str, corpus: str, info: dict) -> float:
@@ -195,16 +245,20 @@ def bench_dedup(args, work: str, corpus: str, info: dict) -> float:
             DedupConfig(input_path=corpus, output_path=out, exact=exact, fuzzy=mh, workers=args.workers)
         )
 
-    (t_dt, _), (t_fuzzy, s_fuzzy), (t_both, s_both) = best_of_interleaved(
+    (t_dt, t_fuzzy, t_both), (_, s_fuzzy, s_both) = paired_rounds(
         args.repeats, run_datatrove, lambda: run_ours(False), lambda: run_ours(True)
     )
     n = info["documents"]
-    print(f"datatrove MinHash directly: {n / t_dt:8.1f} docs/s  ({t_dt:.2f} s)")
-    print(f"dedup step, MinHash only:   {n / t_fuzzy:8.1f} docs/s  ({t_fuzzy:.2f} s, removed {s_fuzzy['removed']})")
-    print(f"dedup step, exact+MinHash:  {n / t_both:8.1f} docs/s  ({t_both:.2f} s, removed {s_both['removed']})")
-    dedup_ratio = t_dt / t_fuzzy
-    print(f"dedup ratio (datatrove time / ours, MinHash only): {dedup_ratio:.2f}  (target >= 0.9)")
-
+    for name, times, extra in (
+        ("datatrove MinHash directly:", t_dt, ""),
+        ("dedup step, MinHash only:  ", t_fuzzy, f", removed {s_fuzzy['removed']}"),
+        ("dedup step, exact+MinHash: ", t_both, f", removed {s_both['removed']}"),
+    ):
+        t = statistics.median(times)
+        print(f"{name} {n / t:8.1f} docs/s  (median {t:.2f} s, best {min(times):.2f} s{extra})")
+    summary = ratio_summary(t_fuzzy, t_dt)
+    print(f"dedup ratio, datatrove time / ours (MinHash only), per round: {describe(summary)}  (target >= 0.9)")
+    dedup_ratio = summary["median"]
     return dedup_ratio
 
 
