@@ -34,6 +34,14 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
         yield pool
 
 
+def pending_shards(count: int, done_path: Callable[[int], str] | None, desc: str) -> list[int]:
+    """The shards among `count` whose `done_path(i)` is absent (all when done_path is None), logged."""
+    todo = [i for i in range(count) if done_path is None or not exists(done_path(i))]
+    if len(todo) < count:
+        logger.info("%s: %d of %d shards already done, running %d", desc, count - len(todo), count, len(todo))
+    return todo
+
+
 def run_shards(
     fn: Callable[..., Any],
     tasks: Sequence[tuple],
@@ -49,10 +57,8 @@ def run_shards(
     On a thread pool each call runs in a copy of the caller's context, so a step's log (the executor
     routes prints and log records by a context variable) also gets what the threads print and log.
     """
-    todo = [i for i in range(len(tasks)) if done_path is None or not exists(done_path(i))]
+    todo = pending_shards(len(tasks), done_path, desc)
     skipped = len(tasks) - len(todo)
-    if skipped:
-        logger.info("%s: %d of %d shards already done, running %d", desc, skipped, len(tasks), len(todo))
     results: list[Any] = [None] * len(tasks)
     from tqdm import tqdm
 

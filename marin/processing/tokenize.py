@@ -10,9 +10,9 @@ ledger metadata names the tokenizer's absolute path, so the two `shard_ledger.js
 in `volatile_files.txt` (the same caches built under another prefix differ only there).
 
 Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split, then
-a small json that marks the part done), by `workers` processes (with 1, two shards at a time on
-threads of this process: the Rust tokenizer releases the GIL, so one shard's reading and numpy
-conversion overlap the other's encoding); a rerun after a crash tokenizes only
+a small json that marks the part done), by `workers` processes, or with 1 in a pipeline of three
+threads here (`tokenize_inline`: reading the next shard and making the last batch's arrays overlap
+the tokenizing, which releases the GIL and uses every core); a rerun after a crash tokenizes only
 the shards with no part. The caches are then assembled from the parts in shard order, which is cheap
 (no tokenizing), so their bytes depend neither on the worker count nor on where a crash happened; the
 parts are deleted once the caches, `stats.json` and `tokenize_info.json` are written. Which documents
@@ -22,18 +22,19 @@ document id (`validation_fraction`), so a document's split never depends on the 
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import hashlib
 import io
 import json
 import logging
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm import tqdm
 
 from marin.processing.documents import (
     EmptyInputError,
@@ -45,7 +46,7 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
-from marin.processing.shards import run_shards
+from marin.processing.shards import pending_shards, run_shards
 from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,47 @@ def _part_name(kind: str, index: int) -> str:
     return f"{kind}-{index:05d}"
 
 
+@dataclass(frozen=True)
+class ShardTexts:
+    """What `read_shard` read: texts in file order, the split of each, and what was skipped."""
+
+    shard_path: str
+    texts: list[str]
+    splits: list[str]
+    report: ReadReport
+
+
+def read_shard(shard_path: str, validation_fraction: float | None, skip_bad: bool) -> ShardTexts:
+    """The texts of one input shard and the split of each (None: every document is validation)."""
+    report = ReadReport()
+    texts: list[str] = []
+    splits: list[str] = []
+    for doc in read_documents(shard_path, skip_bad=skip_bad, report=report):
+        texts.append(doc["text"])
+        to_validation = validation_fraction is None or is_validation(doc["id"], validation_fraction)
+        splits.append("validation" if to_validation else "train")
+    return ShardTexts(shard_path, texts, splits, report)
+
+
+def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> None:
+    """Write a shard's ids as `part_path`.<split>.npz (ids and lengths), then `part_path`.json (done)."""
+    counts: dict[str, dict] = {}
+    for split in SPLITS:
+        mine = [i for i, s in enumerate(shard.splits) if s == split]
+        lengths = np.array([len(ids[i]) for i in mine], dtype=np.int64)
+        counts[split] = {
+            "documents": len(mine),
+            "tokens": int(lengths.sum()),
+            "bytes": sum(len(shard.texts[i].encode("utf-8")) for i in mine),
+        }
+        if mine:
+            buf = io.BytesIO()
+            np.savez(buf, ids=np.concatenate([ids[i] for i in mine]), lengths=lengths)
+            write_bytes(f"{part_path}.{split}.npz", buf.getvalue())
+    write_json(part_path + ".json", {"splits": counts, "skipped_bad_documents": dict(shard.report.skipped)})
+    logger.info("tokenized shard %s (%d documents) into %s", shard.shard_path, len(shard.texts), part_path)
+
+
 def tokenize_shard(
     shard_path: str,
     validation_fraction: float | None,
@@ -110,38 +152,72 @@ def tokenize_shard(
     skip_bad: bool,
     batch_size: int,
 ) -> None:
-    """Tokenize one input shard into `part_path`.<split>.npz (ids and lengths) and then `part_path`.json.
+    """Tokenize one input shard into its part, start to end (what a worker process runs).
 
     validation_fraction: the share of documents sent to validation by the hash of their id; None sends
     every document there (a `validation_path` shard). encoder_spec: the path of the encoder's
     `worker_spec()` JSON.
     """
     encoder = encoder_from_spec(encoder_spec)
-    report = ReadReport()
-    texts: list[str] = []
-    splits: list[str] = []
-    for doc in read_documents(shard_path, skip_bad=skip_bad, report=report):
-        texts.append(doc["text"])
-        to_validation = validation_fraction is None or is_validation(doc["id"], validation_fraction)
-        splits.append("validation" if to_validation else "train")
+    shard = read_shard(shard_path, validation_fraction, skip_bad)
     ids: list[np.ndarray] = []
-    for start in range(0, len(texts), batch_size):
-        ids.extend(encoder.encode(texts[start : start + batch_size]))
-    counts: dict[str, dict] = {}
-    for split in SPLITS:
-        mine = [i for i, s in enumerate(splits) if s == split]
-        lengths = np.array([len(ids[i]) for i in mine], dtype=np.int64)
-        counts[split] = {
-            "documents": len(mine),
-            "tokens": int(lengths.sum()),
-            "bytes": sum(len(texts[i].encode("utf-8")) for i in mine),
-        }
-        if mine:
-            buf = io.BytesIO()
-            np.savez(buf, ids=np.concatenate([ids[i] for i in mine]), lengths=lengths)
-            write_bytes(f"{part_path}.{split}.npz", buf.getvalue())
-    write_json(part_path + ".json", {"splits": counts, "skipped_bad_documents": dict(report.skipped)})
-    logger.info("tokenized shard %s (%d documents) into %s", shard_path, len(texts), part_path)
+    for start in range(0, len(shard.texts), batch_size):
+        ids.extend(encoder.encode(shard.texts[start : start + batch_size]))
+    write_part(part_path, shard, ids)
+
+
+def _extend_with(arrays: list[np.ndarray], encoded: Future) -> None:
+    arrays.extend(encoded.result()())
+
+
+def tokenize_inline(tasks: list[tuple], encoder: LevanterEncoder, todo: list[int], batch_size: int, bar) -> None:
+    """Tokenize the shards `todo` of `tasks` in this process, keeping the tokenizer busy all the time.
+
+    A pipeline: a reader thread reads the next shard; two encoder threads hand batches to the Rust
+    tokenizer, which releases the GIL and spreads each call over every core (two calls in flight, so
+    the cores that finish one call's last documents early start on the next call); a finisher thread
+    makes each batch's arrays, in order, and writes each shard's part. This thread only feeds them.
+    At most one shard is read ahead, three batches are being encoded and six wait for the finisher, so
+    memory stays bounded by about two shards. Every thread runs in a copy of this context, so what
+    they log reaches the step's log.
+    """
+
+    def submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
+        return pool.submit(contextvars.copy_context().run, fn, *args)
+
+    with (
+        ThreadPoolExecutor(1, thread_name_prefix="tokenize-read") as reader,
+        ThreadPoolExecutor(2, thread_name_prefix="tokenize-encode") as encoders,
+        ThreadPoolExecutor(1, thread_name_prefix="tokenize-finish") as finisher,
+    ):
+        reads = deque(submit(reader, read_shard, *_read_args(tasks[i])) for i in todo[:1])
+        encoding: deque[Future] = deque()
+        finishing: deque[Future] = deque()
+        for n, i in enumerate(todo):
+            if n + 1 < len(todo):
+                reads.append(submit(reader, read_shard, *_read_args(tasks[todo[n + 1]])))
+            shard = reads.popleft().result()
+            arrays: list[np.ndarray] = []
+            for start in range(0, len(shard.texts), batch_size):
+                encoding.append(submit(encoders, encoder.encode_later, shard.texts[start : start + batch_size]))
+                finishing.append(submit(finisher, _extend_with, arrays, encoding[-1]))
+                while len(encoding) > 2:  # one batch queued behind the two encoding: the encoders never wait
+                    encoding.popleft().result()
+                while len(finishing) > 6:
+                    finishing.popleft().result()
+            finishing.append(submit(finisher, _write_part_and_count, tasks[i][3], shard, arrays, bar))
+        while finishing:
+            finishing.popleft().result()
+
+
+def _write_part_and_count(part_path: str, shard: ShardTexts, ids: list[np.ndarray], bar) -> None:
+    write_part(part_path, shard, ids)
+    bar.update(1)
+
+
+def _read_args(task: tuple) -> tuple:
+    shard_path, validation_fraction, _spec, _part, skip_bad, _batch = task
+    return shard_path, validation_fraction, skip_bad
 
 
 def _read_part(part_path: str, split: str) -> list[np.ndarray]:
@@ -167,17 +243,21 @@ def tokenize(config: TokenizeConfig) -> dict:
     ] + [(path, None, spec_path, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)]
     tasks = [(*task, config.skip_bad_documents, config.batch_size) for task in tasks]
     part_paths = [task[3] for task in tasks]
-    with contextlib.ExitStack() as stack:
-        pool = None
-        if config.workers == 1 and len(tasks) > 1:
-            pool = stack.enter_context(ThreadPoolExecutor(2, thread_name_prefix="tokenize"))
+
+    def done_path(i: int) -> str:
+        return part_paths[i] + ".json"
+
+    if config.workers == 1:
+        todo = pending_shards(len(tasks), done_path, "tokenize")
+        with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="tokenize", unit="shard") as bar:
+            tokenize_inline(tasks, encoder, todo, config.batch_size, bar)
+    else:
         run_shards(
             tokenize_shard,
             tasks,
             workers=config.workers,
             desc="tokenize",
-            done_path=lambda i: part_paths[i] + ".json",
-            pool=pool,
+            done_path=done_path,
         )
 
     parts = read_json_many([p + ".json" for p in part_paths])
