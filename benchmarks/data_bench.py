@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--parts", default="tokenize,dedup", help="comma-separated: tokenize, dedup")
+    parser.add_argument("--raw", default=None, help="write the tokenize part's per-round times to this JSON file")
     parser.add_argument("--measure-tokenize", choices=TOKENIZE_SIDES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_tokenize:  # one measurement, in a process of its own (see bench_tokenize)
@@ -180,6 +181,11 @@ def bench_tokenize(args, work: str) -> float:
     print(f"tokenize / encode_batch_fast throughput, per round: {describe(fast)}")
     cpu = ratio_summary(cpus["tokenize"], cpus["encode_batch"])
     print(f"CPU seconds, encode_batch / tokenize, per round: {describe(cpu)}")
+    if args.raw:
+        raw = {"workers": args.workers, "rounds": args.repeats, "wall_s": walls, "cpu_s": cpus, "summary": summary}
+        with open(args.raw, "w") as f:
+            json.dump(raw, f, indent=1)
+        print(f"per-round times written to {args.raw}")
     return summary["median"]
 
 
