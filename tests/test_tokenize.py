@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from marin.processing.documents import BadDocumentError, EmptyInputError
-from marin.processing.levanter_cache import build_levanter_cache
+from marin.processing.levanter_cache import LevanterEncoder, build_levanter_cache
 from marin.processing.tokenize import TokenizeConfig, is_validation, tokenize
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 from tests.data_docs import doc, english_doc, tree_bytes, write_shard
@@ -262,6 +263,32 @@ def test_a_crash_after_k_shards_resumes_tokenizing_only_the_missing_ones(data, t
         )
     )
     assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "fresh")
+
+
+def test_an_encoder_failure_in_a_shards_last_batch_leaves_it_undone_and_a_rerun_completes(data, tmp_path, monkeypatch):
+    """Fault injection: the tokenizer call is replaced by one that fails once (nothing real fails on demand)."""
+    root, _ = data
+    cfg = TokenizeConfig(
+        input_path=str(root / "docs"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "out"), batch_size=3
+    )
+    real = LevanterEncoder.encode_later
+    calls = []
+
+    def fail_on_14th(self, texts):  # 40 documents a shard in batches of 3: call 14 is shard 0's last batch
+        calls.append(len(texts))
+        if len(calls) == 14:
+            raise RuntimeError("injected tokenizer failure")
+        return real(self, texts)
+
+    monkeypatch.setattr(LevanterEncoder, "encode_later", fail_on_14th)
+    with pytest.raises(RuntimeError, match="injected tokenizer failure"):
+        tokenize(cfg)
+    assert not (tmp_path / "out" / ".parts" / "input-00000.json").exists()
+
+    monkeypatch.setattr(LevanterEncoder, "encode_later", real)
+    tokenize(cfg)
+    tokenize(dataclasses.replace(cfg, output_path=str(tmp_path / "clean")))
+    assert tree_bytes(tmp_path / "out") == tree_bytes(tmp_path / "clean")
 
 
 @pytest.mark.parametrize("store", ["gcs", "s3"])

@@ -127,6 +127,11 @@ def read_shard(shard_path: str, validation_fraction: float | None, skip_bad: boo
 
 def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> None:
     """Write a shard's ids as `part_path`.<split>.npz (ids and lengths), then `part_path`.json (done)."""
+    if len(ids) != len(shard.texts):
+        raise RuntimeError(
+            f"tokenize: {len(ids)} id arrays for the {len(shard.texts)} documents of {shard.shard_path}"
+            " (a batch failed); its part is not marked done"
+        )
     counts: dict[str, dict] = {}
     for split in SPLITS:
         mine = [i for i, s in enumerate(shard.splits) if s == split]
