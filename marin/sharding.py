@@ -1,6 +1,6 @@
 """Fan a step's shards out: Ray tasks on a cluster, a local process pool otherwise, same results either way.
 
-    results = map_shards(tokenize_shard, shard_paths, resources={"num_cpus": 1, "memory": 2 * 1024**3})
+    results = map_shards(hash_shard, shard_paths, resources={"num_cpus": 1, "memory": 2 * 1024**3})
 
 A data step (dedup, tokenize) splits its input into shards and calls `map_shards(fn, items)`. When Ray
 is there (this process is a Ray task or driver, or `RAY_ADDRESS` is set) each item becomes a Ray task

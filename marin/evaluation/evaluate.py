@@ -25,7 +25,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 
-from marin.storage import open_url, url_to_fs
+from marin.storage import exists, open_url, url_to_fs
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
 from marin.training.config import LlamaModelConfig, has_placeholders
 
@@ -60,11 +60,6 @@ class EvalConfig:
             raise ValueError(f"evaluate.batch_size must be > 0, got {self.batch_size}")
         if self.max_documents is not None and self.max_documents <= 0:
             raise ValueError(f"evaluate.max_documents must be > 0 or None, got {self.max_documents}")
-
-
-def _exists(path: str) -> bool:
-    fs, plain = url_to_fs(path)
-    return fs.exists(plain)
 
 
 def _find_checkpoint(config: EvalConfig) -> str:
@@ -158,12 +153,12 @@ def evaluate(config: EvalConfig) -> dict:
     """Score the checkpoint on every set; write `results.json` and `results.parquet`; return the results."""
     for name, path in config.datasets.items():
         cache = posixpath.join(path, config.split)
-        if not _exists(posixpath.join(cache, "shard_ledger.json")):
+        if not exists(posixpath.join(cache, "shard_ledger.json")):
             raise FileNotFoundError(f"evaluate.datasets[{name!r}]: {cache} is not a finished tokenized cache")
     checkpoint = _find_checkpoint(config)
     train_output = train_output_of(checkpoint)
     info_path = posixpath.join(train_output, "train_info.json")
-    if not _exists(info_path):
+    if not exists(info_path):
         raise FileNotFoundError(f"evaluate.checkpoint: {info_path} is missing (not a marin train output?)")
     with open_url(info_path, "r") as f:
         info = json.load(f)

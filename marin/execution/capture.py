@@ -3,10 +3,10 @@
 Two modes. In a process of its own (a Ray worker runs one task at a time) the file descriptors 1 and
 2 are pointed at the log file, so output of subprocesses and C libraries is captured too. With the
 local backend, steps share one process as threads, so `sys.stdout`, `sys.stderr` and the logging
-module are routed by the step's log held in a context variable instead. A context variable rather than
-a thread-local: a step that fans work out to threads (`marin.processing.shards.run_shards` with a
-thread pool) runs each piece in a copy of its own context, so what those threads print and log lands
-in the step's log too, not on the terminal.
+module are routed by the step's log held in a context variable instead. A context variable rather
+than a thread-local: a step that fans work out to threads (the tokenize step's pipeline) runs each
+piece in a copy of its own context, so what those threads print and log lands in the step's log
+too, not on the terminal.
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ tokenizers') can deadlock.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import multiprocessing
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from marin.storage import exists
@@ -49,13 +48,11 @@ def run_shards(
     workers: int,
     desc: str,
     done_path: Callable[[int], str] | None = None,
-    pool: ProcessPoolExecutor | ThreadPoolExecutor | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> list[Any]:
     """Call `fn(*tasks[i])` for every i whose `done_path(i)` is absent; results in task order (None if skipped).
 
     Runs in `pool` when given, else in a pool of `workers` processes made for this call, else inline.
-    On a thread pool each call runs in a copy of the caller's context, so a step's log (the executor
-    routes prints and log records by a context variable) also gets what the threads print and log.
     """
     todo = pending_shards(len(tasks), done_path, desc)
     skipped = len(tasks) - len(todo)
@@ -71,10 +68,7 @@ def run_shards(
         with contextlib.ExitStack() as stack:
             if pool is None:
                 pool = stack.enter_context(worker_pool(min(workers, len(todo))))
-            if isinstance(pool, ThreadPoolExecutor):  # each piece in a copy of this context (the step's log)
-                futures = {i: pool.submit(contextvars.copy_context().run, fn, *tasks[i]) for i in todo}
-            else:
-                futures = {i: pool.submit(fn, *tasks[i]) for i in todo}
+            futures = {i: pool.submit(fn, *tasks[i]) for i in todo}
             for i in todo:
                 results[i] = futures[i].result()
                 bar.update(1)

@@ -23,6 +23,7 @@ document id (`validation_fraction`), so a document's split never depends on the 
 from __future__ import annotations
 
 import contextvars
+import functools
 import hashlib
 import io
 import json
@@ -150,18 +151,18 @@ def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> None
 
 
 def tokenize_shard(
-    shard_path: str,
-    validation_fraction: float | None,
     encoder_spec: str,
-    part_path: str,
     skip_bad: bool,
     batch_size: int,
+    shard_path: str,
+    validation_fraction: float | None,
+    part_path: str,
 ) -> None:
     """Tokenize one input shard into its part, start to end (what a worker process runs).
 
-    validation_fraction: the share of documents sent to validation by the hash of their id; None sends
-    every document there (a `validation_path` shard). encoder_spec: the path of the encoder's
-    `worker_spec()` JSON.
+    encoder_spec: the path of the encoder's `worker_spec()` JSON. validation_fraction: the share of
+    documents sent to validation by the hash of their id; None sends every document there (a
+    `validation_path` shard).
     """
     encoder = encoder_from_spec(encoder_spec)
     shard = read_shard(shard_path, validation_fraction, skip_bad)
@@ -175,8 +176,10 @@ def _extend_with(arrays: list[np.ndarray], encoded: Future) -> None:
     arrays.extend(encoded.result()())
 
 
-def tokenize_inline(tasks: list[tuple], encoder: LevanterEncoder, todo: list[int], batch_size: int, bar) -> None:
-    """Tokenize the shards `todo` of `tasks` in this process, keeping the tokenizer busy all the time.
+def tokenize_inline(
+    tasks: list[tuple[str, float | None, str]], encoder: LevanterEncoder, skip_bad: bool, batch_size: int, bar
+) -> None:
+    """Tokenize `tasks` (shard path, validation fraction, part path) here, keeping the tokenizer busy.
 
     A pipeline: a reader thread reads the next shard; two encoder threads hand batches to the Rust
     tokenizer, which releases the GIL and spreads each call over every core (two calls in flight, so
@@ -195,12 +198,13 @@ def tokenize_inline(tasks: list[tuple], encoder: LevanterEncoder, todo: list[int
         ThreadPoolExecutor(2, thread_name_prefix="tokenize-encode") as encoders,
         ThreadPoolExecutor(1, thread_name_prefix="tokenize-finish") as finisher,
     ):
-        reads = deque(submit(reader, read_shard, *_read_args(tasks[i])) for i in todo[:1])
+        reads = deque(submit(reader, read_shard, path, fraction, skip_bad) for path, fraction, _ in tasks[:1])
         encoding: deque[Future] = deque()
         finishing: deque[Future] = deque()
-        for n, i in enumerate(todo):
-            if n + 1 < len(todo):
-                reads.append(submit(reader, read_shard, *_read_args(tasks[todo[n + 1]])))
+        for n, (_, _, part_path) in enumerate(tasks):
+            if n + 1 < len(tasks):
+                path, fraction, _ = tasks[n + 1]
+                reads.append(submit(reader, read_shard, path, fraction, skip_bad))
             shard = reads.popleft().result()
             arrays: list[np.ndarray] = []
             for start in range(0, len(shard.texts), batch_size):
@@ -210,7 +214,7 @@ def tokenize_inline(tasks: list[tuple], encoder: LevanterEncoder, todo: list[int
                     encoding.popleft().result()
                 while len(finishing) > 6:
                     finishing.popleft().result()
-            finishing.append(submit(finisher, _write_part_and_count, tasks[i][3], shard, arrays, bar))
+            finishing.append(submit(finisher, _write_part_and_count, part_path, shard, arrays, bar))
         while finishing:
             finishing.popleft().result()
 
@@ -218,11 +222,6 @@ def tokenize_inline(tasks: list[tuple], encoder: LevanterEncoder, todo: list[int
 def _write_part_and_count(part_path: str, shard: ShardTexts, ids: list[np.ndarray], bar) -> None:
     write_part(part_path, shard, ids)
     bar.update(1)
-
-
-def _read_args(task: tuple) -> tuple:
-    shard_path, validation_fraction, _spec, _part, skip_bad, _batch = task
-    return shard_path, validation_fraction, skip_bad
 
 
 def _read_part(part_path: str, split: str) -> list[np.ndarray]:
@@ -240,14 +239,11 @@ def tokenize(config: TokenizeConfig) -> dict:
     val_inputs = list_shards(config.validation_path) if config.validation_path else []
     parts_root = join(config.output_path, PARTS)
     encoder = LevanterEncoder(config.tokenizer)
-    spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")  # fresh per run: see encoder_from_spec
-    write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
     tasks = [
-        (path, config.validation_fraction, spec_path, join(parts_root, _part_name("input", i)))
-        for i, path in enumerate(inputs)
-    ] + [(path, None, spec_path, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)]
-    tasks = [(*task, config.skip_bad_documents, config.batch_size) for task in tasks]
-    part_paths = [task[3] for task in tasks]
+        (path, config.validation_fraction, join(parts_root, _part_name("input", i))) for i, path in enumerate(inputs)
+    ]
+    tasks += [(path, None, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)]
+    part_paths = [part_path for _, _, part_path in tasks]
 
     def done_path(i: int) -> str:
         return part_paths[i] + ".json"
@@ -255,10 +251,12 @@ def tokenize(config: TokenizeConfig) -> dict:
     if config.workers == 1:
         todo = pending_shards(len(tasks), done_path, "tokenize")
         with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="tokenize", unit="shard") as bar:
-            tokenize_inline(tasks, encoder, todo, config.batch_size, bar)
-    else:
+            tokenize_inline([tasks[i] for i in todo], encoder, config.skip_bad_documents, config.batch_size, bar)
+    else:  # worker processes rebuild the encoder from its spec, under a fresh name per run: see encoder_from_spec
+        spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")
+        write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
         run_shards(
-            tokenize_shard,
+            functools.partial(tokenize_shard, spec_path, config.skip_bad_documents, config.batch_size),
             tasks,
             workers=config.workers,
             desc="tokenize",

@@ -30,7 +30,7 @@ import threading
 import time
 from datetime import timedelta
 
-from marin.storage import open_url, url_to_fs, write_text
+from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
@@ -57,15 +57,10 @@ def _write_json(path: str, obj: dict) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def _exists(path: str) -> bool:
-    fs, plain = url_to_fs(path)
-    return fs.exists(plain)
-
-
 def tokenizer_of(tokenized_path: str) -> str:
     """The tokenizer folder a tokenize step's output names in its `tokenize_info.json`."""
     info_path = posixpath.join(tokenized_path, "tokenize_info.json")
-    if not _exists(info_path):
+    if not exists(info_path):
         raise FileNotFoundError(f"{info_path} is missing: pass the tokenizer folder explicitly (config.tokenizer)")
     info = _read_json(info_path)
     for key in ("tokenizer", "tokenizer_path"):
@@ -97,19 +92,19 @@ def check_inputs(config: TrainConfig) -> dict:
     """Everything that can be wrong before compute: raises naming the field or path. Returns the parent."""
     weights = mixture_weights(config)
     for name, path in config.data.items():
-        if weights[name] > 0 and not _exists(posixpath.join(path, "train", "shard_ledger.json")):
+        if weights[name] > 0 and not exists(posixpath.join(path, "train", "shard_ledger.json")):
             raise FileNotFoundError(
                 f"train.data[{name!r}]: {path}/train is not a finished tokenized cache (no shard_ledger.json)"
             )
     tokenizer = resolve_tokenizer(config)
-    if not _exists(posixpath.join(tokenizer, "tokenizer_config.json")):
+    if not exists(posixpath.join(tokenizer, "tokenizer_config.json")):
         raise FileNotFoundError(f"train.tokenizer: {tokenizer} is not a tokenizer folder (no tokenizer_config.json)")
     if len(config.data) == 1:
         _check_enough_data(config)
     if config.initialize_from is None:
         return {}
     info_path = posixpath.join(config.initialize_from, "train_info.json")
-    if not _exists(info_path):
+    if not exists(info_path):
         raise FileNotFoundError(f"train.initialize_from: {info_path} is missing (is it a finished train step?)")
     parent = _read_json(info_path)
     if not parent.get("complete"):
@@ -316,7 +311,7 @@ def train(config: TrainConfig) -> None:
             train_lm.main(levanter_config(config, tokenizer, parent, run_id))
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
-    if config.hf_export and not _exists(posixpath.join(hf_path, "config.json")):
+    if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):
         export_hf(final_checkpoint, config.model, tokenizer, hf_path)
     _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
 
