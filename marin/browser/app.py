@@ -32,6 +32,8 @@ from marin.browser.previews import IMAGE_TYPES
 from marin.browser.records import RecordError
 from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
+from marin.storage.layout import LOGS_DIR
+from marin.storage.layout import status_path as layout_status_path
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
 
     async def log_tail(request: Request) -> Response:
         root, rel, full = rs.resolve(root_index(request), request.path_params["path"])
-        if "/.executor_logs/" not in f"/{rel}":
+        if f"/{LOGS_DIR}/" not in f"/{rel}":
             raise Forbidden("not a step log")
         offset = _int(request.query_params.get("offset"), 0)
 
@@ -130,9 +132,9 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
             if size - start > 1 << 20:
                 start = size - (1 << 20)
             text = root.fs.cat_file(full, start=start, end=size).decode("utf-8", "replace") if size > start else ""
-            status_path = full.split("/.executor_logs/")[0] + "/.executor_status"
+            status_file = layout_status_path(full.split(f"/{LOGS_DIR}/")[0])
             try:
-                state = root.fs.cat_file(status_path).decode("utf-8", "replace").strip()
+                state = root.fs.cat_file(status_file).decode("utf-8", "replace").strip()
             except FileNotFoundError:
                 state = "NOT_STARTED"
             return {"offset": size, "text": text, "state": state, "skipped": start > offset}

@@ -8,15 +8,15 @@ versioned configs are found from either one's step page.
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import urlencode
 
 from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
 from marin.browser.storage import list_dir
 from marin.browser.summaries import metric_series, read_metrics, results_table
 from marin.browser.svg import line_plot
+from marin.storage.layout import HASH_PATTERN
 
-HASHED = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
+HASHED = HASH_PATTERN
 
 
 def compare_links(roots, index: int, rel: str) -> str:

@@ -14,11 +14,13 @@ import json
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from marin.storage.layout import State
+
 STATE_LABEL = {
-    "SUCCESS": "success",
-    "RUNNING": "running",
-    "FAILED": "failed",
-    "DEP_FAILED": "dep failed",
+    State.SUCCESS: "success",
+    State.RUNNING: "running",
+    State.FAILED: "failed",
+    State.DEP_FAILED: "dep failed",
     "NOT_STARTED": "not started",
 }
 

@@ -35,6 +35,7 @@ from marin.browser.records import (
     step_timings,
 )
 from marin.browser.svg import dag_svg
+from marin.storage.layout import State, runs_file
 
 
 def state_bar(counts: dict[str, int]) -> str:
@@ -53,7 +54,7 @@ def state_bar(counts: dict[str, int]) -> str:
 def counts_of(steps) -> dict[str, int]:
     counts: dict[str, int] = {}
     for s in steps:
-        key = s.state if s.state in STATES else "FAILED"
+        key = s.state if s.state in STATES else State.FAILED
         counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -97,7 +98,7 @@ def experiments_page(roots) -> str:
             )
             continue
         created = r.get("created") if isinstance(r.get("created"), str) else ""
-        failed = counts.get("FAILED", 0) + counts.get("DEP_FAILED", 0)
+        failed = counts.get(State.FAILED, 0) + counts.get(State.DEP_FAILED, 0)
         rows.append(
             [
                 (link + sub, e.name),
@@ -119,7 +120,7 @@ def experiments_page(roots) -> str:
         + '<div class="toolbar"><input type="search" class="search" data-table="exps" '
         'placeholder="Search name, description, user, commit…" autofocus>'
         '<span class="muted count" data-count-for="exps"></span>'
-        + autorefresh(any(s.state == "RUNNING" for e in exps for s in e.steps))
+        + autorefresh(any(s.state == State.RUNNING for e in exps for s in e.steps))
         + "</div>"
         + table(headers, rows, cls="data exps", tid="exps")
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
@@ -140,7 +141,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
     timings = step_timings(read_related_runs(root, full)[0])
     leases = {}
     for s in exp.steps:
-        if s.state == "RUNNING":
+        if s.state == State.RUNNING:
             try:
                 leases[s.rel] = read_lease(root, root.join(s.rel))
             except Exception:  # noqa: BLE001 - a bad lease only loses the "running for" figure
@@ -164,7 +165,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
         dur = t.get("duration_s")
         dur_html = fmt_duration(dur)
         lease = leases.get(s.rel)
-        if s.state == "RUNNING" and lease and isinstance(lease.get("acquired"), int | float):
+        if s.state == State.RUNNING and lease and isinstance(lease.get("acquired"), int | float):
             dur = time.time() - lease["acquired"]
             dur_html = f"running {fmt_duration(dur)}" + (
                 ' <span class="bad">stale lease</span>' if lease.get("_stale") else ""
@@ -200,7 +201,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
         + f'<h2>DAG <span class="muted">{len(exp.steps)} steps</span></h2><div class="dagbox">{dag_svg(nodes)}</div>'
         + '<h2>Steps</h2><div class="toolbar"><input type="search" class="search" data-table="steps" placeholder="Filter steps…">'
         + '<span class="muted count" data-count-for="steps"></span>'
-        + autorefresh(counts.get("RUNNING", 0) > 0)
+        + autorefresh(counts.get(State.RUNNING, 0) > 0)
         + "</div>"
         + table(
             ["state", "step", "hash", "duration", "started", "last outcome", "output"],
@@ -216,7 +217,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
 
 
 def _raw_links(index: int, rel: str) -> str:
-    runs = rel.removesuffix(".json") + ".runs.jsonl"
+    runs = runs_file(rel)
     return (
         f'<div class="links"><a href="{esc(url_file(index, rel))}">record JSON</a> · '
         f'<a href="{esc(url_file(index, runs))}">runs.jsonl</a></div>'

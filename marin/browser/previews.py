@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from marin.browser.html import error_box, esc, fmt_num, fmt_size, json_tree, note, table, url_file, url_raw
+from marin.storage.layout import EXECUTOR_FILE_PREFIX, INFO_FILE
 
 PAGE_LINES = 50
 MAX_LINE = 1 << 20
@@ -59,12 +60,12 @@ def kind_of(name: str) -> str:
             return "jsonl"
     if n.endswith((".parquet", ".pq")):
         return "parquet"
-    if n.endswith(".json") or n in (".executor_info",) or n.endswith("/.executor_info"):
+    if n.endswith(".json") or n.rsplit("/", 1)[-1] == INFO_FILE:
         return "json"
     for suf in IMAGE_TYPES:
         if n.endswith(suf):
             return "image"
-    if n.endswith(TEXT_SUFFIXES) or n.rsplit("/", 1)[-1].startswith(".executor_"):
+    if n.endswith(TEXT_SUFFIXES) or n.rsplit("/", 1)[-1].startswith(EXECUTOR_FILE_PREFIX):
         return "text"
     return "binary"
 

@@ -24,9 +24,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency, this is only a
     _loads = json.loads
 
 from marin.browser.storage import Root, list_dir, read_many, read_tail
+from marin.storage.layout import LEASE_FILE, State, lease_path, lease_timeout_s, runs_file, status_path
 
-STATES = ("SUCCESS", "RUNNING", "FAILED", "DEP_FAILED", "NOT_STARTED")
-LEASE_TIMEOUT_S = 60.0
+NOT_STARTED = "NOT_STARTED"
+"""The browser's name for a step with no status file (not a stored state)."""
+STATES = (State.SUCCESS, State.RUNNING, State.FAILED, State.DEP_FAILED, NOT_STARTED)
 
 
 class RecordError(Exception):
@@ -182,7 +184,7 @@ def list_experiments(roots) -> tuple[list[Experiment], list[str]]:
 
 def read_states(root: Root, steps: list[StepRef]) -> None:
     """Fill `state` of each step from its `.executor_status` (no folder or no status: NOT_STARTED)."""
-    paths = {s.rel: root.join(s.rel) + "/.executor_status" for s in steps}
+    paths = {s.rel: status_path(root.join(s.rel)) for s in steps}
     blobs = read_many(root.fs, list(dict.fromkeys(paths.values())))
     for s in steps:
         data = blobs.get(paths[s.rel])
@@ -190,7 +192,7 @@ def read_states(root: Root, steps: list[StepRef]) -> None:
             token = data.decode("utf-8", "replace").strip()
             s.state = token if token in STATES else f"UNKNOWN({token[:20]})"
         else:
-            s.state = "NOT_STARTED"
+            s.state = NOT_STARTED
 
 
 def load_experiment(roots, index: int, rel: str) -> Experiment:
@@ -211,7 +213,7 @@ def load_experiment(roots, index: int, rel: str) -> Experiment:
 
 def read_runs(root: Root, record_full: str, limit: int = 4 << 20) -> tuple[list[dict], str | None]:
     """Lines of `<record>.runs.jsonl` (oldest first; at most the last `limit` bytes), and an error."""
-    path = record_full.removesuffix(".json") + ".runs.jsonl"
+    path = runs_file(record_full)
     try:
         size = root.fs.info(path)["size"]
     except FileNotFoundError:
@@ -278,14 +280,14 @@ def step_timings(runs: list[dict]) -> dict[str, dict]:
 
 def read_lease(root: Root, step_full: str) -> dict | None:
     try:
-        data = root.fs.cat_file(step_full + "/.executor_lease")
+        data = root.fs.cat_file(lease_path(step_full))
     except FileNotFoundError:
         return None
-    lease = loads(data, ".executor_lease")
+    lease = loads(data, LEASE_FILE)
     if not isinstance(lease, dict):
-        raise RecordError(".executor_lease: expected a JSON object")
+        raise RecordError(f"{LEASE_FILE}: expected a JSON object")
     hb = lease.get("heartbeat")
     if isinstance(hb, int | float):
         lease["_age_s"] = max(0.0, time.time() - hb)
-        lease["_stale"] = lease["_age_s"] > LEASE_TIMEOUT_S
+        lease["_stale"] = lease["_age_s"] > lease_timeout_s()
     return lease

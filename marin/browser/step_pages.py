@@ -44,9 +44,22 @@ from marin.browser.records import (
 )
 from marin.browser.storage import list_dir
 from marin.browser.summaries import step_summaries
+from marin.storage.layout import (
+    HASH_PATTERN,
+    INFO_FILE,
+    LEASE_FILE,
+    LOGS_DIR,
+    MANIFEST_FILE,
+    STATUS_FILE,
+    State,
+    info_path,
+    logs_dir,
+    manifest_path,
+    status_path,
+)
 
 LOG_TAIL = 64 << 10
-HASHED = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
+HASHED = HASH_PATTERN
 
 
 def _section(title: str, render, *args, open_: bool = True, cls: str = "") -> str:
@@ -78,11 +91,11 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
     files = _entries(root.fs, full)
     st: dict[str, Any] = {"root": root, "rel": rel, "full": full, "files": files, "errors": []}
     info = None
-    if ".executor_info" in files:
+    if INFO_FILE in files:
         try:
-            info = loads(root.fs.cat_file(full + "/.executor_info"), ".executor_info")
+            info = loads(root.fs.cat_file(info_path(full)), INFO_FILE)
             if not isinstance(info, dict):
-                raise RecordError(".executor_info: expected a JSON object")
+                raise RecordError(f"{INFO_FILE}: expected a JSON object")
         except RecordError as e:
             st["errors"].append(str(e))
             info = None
@@ -97,12 +110,12 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
     st["info"] = info or {}
     st["exp"] = exp
     state = "NOT_STARTED"
-    if ".executor_status" in files:
-        token = root.fs.cat_file(full + "/.executor_status").decode("utf-8", "replace").strip()
+    if STATUS_FILE in files:
+        token = root.fs.cat_file(status_path(full)).decode("utf-8", "replace").strip()
         state = token if token in STATES else f"UNKNOWN({token[:20]})"
     st["state"] = state
     try:
-        st["lease"] = read_lease(root, full) if ".executor_lease" in files else None
+        st["lease"] = read_lease(root, full) if LEASE_FILE in files else None
     except RecordError as e:
         st["errors"].append(str(e))
         st["lease"] = None
@@ -110,7 +123,7 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
     if exp and exp.record:
         runs, _ = read_related_runs(root, root.join(exp.rel))
         st["timing"] = step_timings(runs).get(rel, {})
-    if st["timing"].get("duration_s") is None and ".executor_logs" in files:
+    if st["timing"].get("duration_s") is None and LOGS_DIR in files:
         st["timing"] = {**st["timing"], **log_timing(root, full, state)}
     return st
 
@@ -123,7 +136,7 @@ def log_timing(root, full: str, state: str) -> dict:
     import datetime as dt
 
     try:
-        logs = [e for e in list_dir(root.fs, full + "/.executor_logs") if e.get("type") == "file"]
+        logs = [e for e in list_dir(root.fs, logs_dir(full)) if e.get("type") == "file"]
     except FileNotFoundError:
         return {}
     if not logs:
@@ -137,7 +150,7 @@ def log_timing(root, full: str, state: str) -> dict:
     start += float("0." + m.group(2).decode()) if m.group(2) else 0.0
     out = {"started": dt.datetime.fromtimestamp(start, dt.UTC).isoformat(), "source": "log"}
     mtime = last.get("mtime")
-    if state != "RUNNING" and isinstance(mtime, int | float) and mtime >= start:
+    if state != State.RUNNING and isinstance(mtime, int | float) and mtime >= start:
         out["duration_s"] = mtime - start
     return out
 
@@ -159,7 +172,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         duration += ' <span class="muted">(from the log\'s first and last write)</span>'
     if st["timing"].get("error"):
         duration += f' <span class="bad">{esc(st["timing"]["error"])}</span>'
-    if state == "RUNNING" and lease and isinstance(lease.get("acquired"), int | float):
+    if state == State.RUNNING and lease and isinstance(lease.get("acquired"), int | float):
         duration = f"running for {fmt_duration(time.time() - lease['acquired'])}"
     fn = str(info.get("fn") or "")
     head_items = [
@@ -193,7 +206,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         )
         + _section("Version", _version, info, open_=False)
         + _section("Log", _log, roots, index, rel, files, state, cls="log")
-        + (_section("Manifest", _manifest, root, index, rel, full) if ".executor_manifest.json" in files else "")
+        + (_section("Manifest", _manifest, root, index, rel, full) if MANIFEST_FILE in files else "")
         + (_section("Folder", _listing, index, rel, files) if files else "")
     )
     return page(str(name), body, crumbs)
@@ -238,26 +251,26 @@ def _version(info: dict) -> str:
 
 def _log(roots, index: int, rel: str, files: dict, state: str) -> str:
     root = roots.get(index)
-    if ".executor_logs" not in files:
+    if LOGS_DIR not in files:
         return note("no log yet")
     logs = sorted(
-        (e for e in list_dir(root.fs, root.join(rel) + "/.executor_logs") if e.get("type") == "file"),
+        (e for e in list_dir(root.fs, logs_dir(root.join(rel))) if e.get("type") == "file"),
         key=lambda e: e["name"],
     )
     if not logs:
         return note("no log yet")
     last = logs[-1]
     log_name = last["name"].rsplit("/", 1)[-1]
-    log_rel = f"{rel}/.executor_logs/{log_name}"
+    log_rel = f"{logs_dir(rel)}/{log_name}"
     size = last.get("size") or 0
     start = max(0, size - LOG_TAIL)
     text = root.fs.cat_file(root.join(log_rel), start=start, end=size).decode("utf-8", "replace") if size else ""
     attempts = " ".join(
-        f'<a href="{esc(url_file(index, f"{rel}/.executor_logs/" + e["name"].rsplit("/", 1)[-1]))}">'
+        f'<a href="{esc(url_file(index, f"{logs_dir(rel)}/" + e["name"].rsplit("/", 1)[-1]))}">'
         f"{esc(e['name'].rsplit('/', 1)[-1])}</a> ({fmt_size(e.get('size'))})"
         for e in logs
     )
-    follow = state == "RUNNING"
+    follow = state == State.RUNNING
     head = (
         f'<div class="toolbar"><span>attempt <b>{esc(log_name)}</b>, {fmt_size(size)}'
         + (f", last {fmt_size(LOG_TAIL)} shown" if start else "")
@@ -272,9 +285,9 @@ def _log(roots, index: int, rel: str, files: dict, state: str) -> str:
 
 
 def _manifest(root, index: int, rel: str, full: str) -> str:
-    data = loads(root.fs.cat_file(full + "/.executor_manifest.json"), ".executor_manifest.json")
+    data = loads(root.fs.cat_file(manifest_path(full)), MANIFEST_FILE)
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        raise RecordError(".executor_manifest.json: field 'files' is missing or not a list")
+        raise RecordError(f"{MANIFEST_FILE}: field 'files' is missing or not a list")
     rows = []
     for f in data["files"][:2000]:
         if not isinstance(f, dict):
@@ -334,7 +347,7 @@ def tree_page(roots, index: int, rel: str) -> str:
         crumbs.append((part, url_tree(index, acc)))
     step_link = (
         f'<div class="links">This is a step folder: <a href="{esc(url_step(index, rel))}">open the step page</a></div>'
-        if ".executor_info" in names or ".executor_status" in names
+        if INFO_FILE in names or STATUS_FILE in names
         else ""
     )
     body = f'<h1 class="path">{esc(root.display(rel))}</h1>' + step_link + listing_table(index, rel, entries)

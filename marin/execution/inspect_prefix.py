@@ -7,6 +7,7 @@ import sys
 
 from marin.execution.status import read_statuses
 from marin.storage import join, list_dir, read_bytes, relative_to
+from marin.storage.layout import EXPERIMENTS_DIR, ExperimentRecord, RecordFormatError, is_record_name
 
 
 def load_record(path: str) -> dict:
@@ -18,14 +19,16 @@ def load_record(path: str) -> dict:
         record = json.loads(data)
     except ValueError as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("steps"), list):
-        raise ValueError(f"{path} is not an experiment record (no 'steps' list)")
+    try:
+        ExperimentRecord.from_json(record, path).step_records(path)
+    except RecordFormatError as exc:
+        raise ValueError(f"{path} is not an experiment record: {exc}") from None
     return record
 
 
 def record_paths(prefix: str) -> list[str]:
-    folder = join(prefix, "experiments")
-    return [join(folder, n) for n in list_dir(folder) if n.endswith(".json") and not n.endswith(".runs.jsonl")]
+    folder = join(prefix, EXPERIMENTS_DIR)
+    return [join(folder, n) for n in list_dir(folder) if is_record_name(n)]
 
 
 def print_status(prefix: str, file=None) -> int:
@@ -36,7 +39,7 @@ def print_status(prefix: str, file=None) -> int:
         prefix = os.path.abspath(prefix)
     paths = record_paths(prefix)
     if not paths:
-        print(f"no experiment records under {prefix}/experiments", file=file)
+        print(f"no experiment records under {join(prefix, EXPERIMENTS_DIR)}", file=file)
         return 1
     for path in paths:
         try:

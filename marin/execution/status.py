@@ -1,56 +1,53 @@
-"""Step states on storage: the `.executor_*` files of a step's output folder, read one at a time or many at once."""
+"""Step states on storage: the `.executor_*` files of a step's output folder, read one at a time or many at once.
+
+The names and the states themselves are the storage contract (`marin.storage.layout`); this module adds
+the reads and writes the executor makes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from marin.storage import read_bytes, read_bytes_many, write_bytes
+from marin.storage.layout import State, info_path, lease_path, logs_dir, manifest_path, status_path
 
-RUNNING = "RUNNING"
-SUCCESS = "SUCCESS"
-FAILED = "FAILED"
-DEP_FAILED = "DEP_FAILED"
-STATES = (RUNNING, SUCCESS, FAILED, DEP_FAILED)
+RUNNING = State.RUNNING
+SUCCESS = State.SUCCESS
+FAILED = State.FAILED
+DEP_FAILED = State.DEP_FAILED
+STATES = tuple(State)
 
-
-def status_path(output_path: str) -> str:
-    return f"{output_path.rstrip('/')}/.executor_status"
-
-
-def info_path(output_path: str) -> str:
-    return f"{output_path.rstrip('/')}/.executor_info"
-
-
-def lease_path(output_path: str) -> str:
-    return f"{output_path.rstrip('/')}/.executor_lease"
-
-
-def manifest_path(output_path: str) -> str:
-    return f"{output_path.rstrip('/')}/.executor_manifest.json"
-
-
-def logs_dir(output_path: str) -> str:
-    return f"{output_path.rstrip('/')}/.executor_logs"
+__all__ = [
+    "DEP_FAILED",
+    "FAILED",
+    "RUNNING",
+    "STATES",
+    "SUCCESS",
+    "State",
+    "info_path",
+    "lease_path",
+    "logs_dir",
+    "manifest_path",
+    "read_status",
+    "read_statuses",
+    "status_path",
+    "write_status",
+]
 
 
-def _parse(data: bytes | None) -> str | None:
-    if data is None:
-        return None
-    token = data.decode("utf-8", "replace").strip()
-    return token if token in STATES else None
-
-
-def read_status(output_path: str) -> str | None:
+def read_status(output_path: str) -> State | None:
     """The step's state, or None when it never ran (or the file is unreadable)."""
-    return _parse(read_bytes(status_path(output_path)))
+    return State.parse(read_bytes(status_path(output_path)))
 
 
-def read_statuses(output_paths: Sequence[str]) -> list[str | None]:
+def read_statuses(output_paths: Sequence[str]) -> list[State | None]:
     """States of many steps: one read each, concurrently on buckets."""
-    return [_parse(d) for d in read_bytes_many([status_path(p) for p in output_paths])]
+    return [State.parse(d) for d in read_bytes_many([status_path(p) for p in output_paths])]
 
 
-def write_status(output_path: str, state: str) -> None:
-    if state not in STATES:
-        raise ValueError(f"unknown step state {state!r}")
-    write_bytes(status_path(output_path), state.encode())
+def write_status(output_path: str, state: State | str) -> None:
+    try:
+        state = State(state)
+    except ValueError:
+        raise ValueError(f"unknown step state {state!r}") from None
+    write_bytes(status_path(output_path), state.value.encode())

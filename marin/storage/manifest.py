@@ -13,10 +13,11 @@ import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from marin.storage.layout import EXECUTOR_FILE_PREFIX
+from marin.storage.layout import is_bookkeeping as _is_bookkeeping
 from marin.storage.paths import filesystem, is_local, strip_protocol
 
 CHUNK = 1 << 20
-EXECUTOR_FILE_PREFIX = ".executor_"
 
 
 def _sha256_local(path: str) -> tuple[int, str]:
@@ -37,10 +38,6 @@ def _sha256_remote(fs, path: str) -> tuple[int, str]:
             digest.update(chunk)
             size += len(chunk)
     return size, digest.hexdigest()
-
-
-def _is_bookkeeping(rel: str) -> bool:
-    return any(part.startswith(EXECUTOR_FILE_PREFIX) or part.startswith(".tmp-") for part in rel.split("/"))
 
 
 def _sha256_object(api, path: str, size: int) -> tuple[int, str]:
