@@ -9,12 +9,12 @@ dependency whose own hash changed (with the name of that upstream step, to expla
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 
 from marin.execution.planning import PlannedStep
 from marin.execution.status import info_path, read_status, read_statuses
 from marin.storage import join, list_dir, read_bytes_many
+from marin.storage.layout import HASH_PATTERN
 
 
 @dataclass
@@ -52,8 +52,7 @@ def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict
     """
     parent_rel, _, base = planned.name.rpartition("/")
     parent = join(prefix, parent_rel) if parent_rel else prefix
-    pattern = re.compile(re.escape(base) + r"-[0-9a-f]{8}$")
-    outputs = [join(parent, n) for n in list_dir(parent) if pattern.match(n)]
+    outputs = [join(parent, n) for n in list_dir(parent) if (m := HASH_PATTERN.match(n)) and m.group("base") == base]
     outputs = [o for o in outputs if o.rstrip("/") != planned.output_path.rstrip("/")]
     versioned_outputs = []
     for out, data in zip(outputs, read_bytes_many([info_path(o) for o in outputs]), strict=True):
