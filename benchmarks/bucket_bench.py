@@ -47,10 +47,10 @@ def main() -> None:
         def rerun() -> float:
             executor = Executor(prefix, backend="local", experiment_name="bench")
             start = time.perf_counter()
-            executor.run(steps)
+            result = executor.run(steps)
             elapsed = time.perf_counter() - start
-            outcomes = {o.status for o in executor.last_outcomes.values()}
-            assert len(executor.last_outcomes) == args.steps, len(executor.last_outcomes)
+            outcomes = {o.status for o in result.outcomes.values()}
+            assert len(result.outcomes) == args.steps, len(result.outcomes)
             return elapsed, outcomes
 
         counter = FaultProxy(emulator.url.removeprefix("http://")).start()

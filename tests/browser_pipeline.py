@@ -224,12 +224,13 @@ def lab_prefix(root: Path):
             description="Hello world: generate documents, then count them",
         )
         paths = hello.run([hello_world.stats])
-        hello_record = hello.last_record_path
+        hello_record = paths.record_path
         first = pipeline(lr=3e-3, steps=60)
         ex = _executor(root, "tiny_lm", "Tiny LM, first try (lr 3e-3)")
-        with contextlib.suppress(ExecutorRunError):
-            ex.run([first["filter"], first["train"], first["dedup_tok"]])
-        first_record = ex.last_record_path
+        try:
+            first_record = ex.run([first["filter"], first["train"], first["dedup_tok"]]).record_path
+        except ExecutorRunError as failure:
+            first_record = failure.result.record_path
     hold = f"hold-{id(root)}-{time.time()}"
     HOLDS[hold] = threading.Event()
     second = pipeline(lr=1e-3, steps=120, hold=hold)

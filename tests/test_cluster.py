@@ -217,7 +217,7 @@ def test_killed_driver_rerun_adopts_finished_steps_and_takes_over_the_rest(clust
     first, second = chain_steps(inv, slow_s=0.1)
     ex = Executor(prefix, backend="ray", ray_address=cluster.address, experiment_name="chain")
     paths = ex.run([second])
-    assert {s.name: o.status for s, o in ex.last_outcomes.items()} == {
+    assert paths.statuses() == {
         "chain/first": "SKIPPED",
         "chain/second": "SUCCESS",
     }

@@ -75,8 +75,8 @@ def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
     step = ExecutorStep("g/a", count_step, CountConfig(value=versioned(1)))
     executor = Executor(str(tmp_path / "prefix"), backend="local", experiment_name="git")
     executor.run([step])
-    executor.run([step])
-    record = json.loads(open(executor.last_record_path).read())
-    lines = [json.loads(line) for line in open(executor.last_record_path[: -len(".json")] + ".runs.jsonl")]
+    record_path = executor.run([step]).record_path
+    record = json.loads(open(record_path).read())
+    lines = [json.loads(line) for line in open(record_path[: -len(".json")] + ".runs.jsonl")]
     assert record["git"] == {"commit": commit, "dirty": True}
     assert [line["git"] for line in lines] == [{"commit": commit, "dirty": True}] * 2

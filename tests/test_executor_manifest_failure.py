@@ -28,10 +28,10 @@ def write_bad_volatile_list(config: BadVolatileListConfig) -> None:
 def test_manifest_failure_is_failed_and_its_traceback_is_in_the_stored_log(prefix):
     step = ExecutorStep("m/bad", write_bad_volatile_list, BadVolatileListConfig(value=versioned(1)))
     executor = Executor(prefix, backend="local", experiment_name="manifest_failure")
-    with pytest.raises(ExecutorRunError):
+    with pytest.raises(ExecutorRunError) as failure:
         executor.run([step])
     out = executor.plan([step])[step]
-    outcome = executor.last_outcomes[step]
+    outcome = failure.value.result.outcomes[step]
     assert outcome.status == "FAILED"
     assert outcome.error.startswith("writing the manifest failed: UnicodeDecodeError")
     assert read_text(join(out, ".executor_status")).strip() == "FAILED"

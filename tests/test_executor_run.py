@@ -41,7 +41,7 @@ def test_run_writes_outputs_status_manifest_logs_and_record(tmp_path, prefix):
     counter = str(tmp_path / "calls")
     a, b, c, d = diamond(counter)
     executor = Executor(prefix, backend="local", experiment_name="diamond")
-    paths = executor.run([d, c])
+    paths = result = executor.run([d, c])
     assert sorted(invocations(counter)) == sorted(paths.values())
     assert json.loads(read_bytes(join(paths[d], "out.json"))) == {"total": 1 + 2 + 4}
     for step in (a, b, c, d):
@@ -59,11 +59,11 @@ def test_run_writes_outputs_status_manifest_logs_and_record(tmp_path, prefix):
         assert info["config"]["output_path"] == out
         log = read_text(join(out, ".executor_logs", "001.log"))
         assert f"counting into {out}" in log and "log line from the step" in log
-    record = json.loads(read_bytes(executor.last_record_path))
+    record = json.loads(read_bytes(result.record_path))
     assert record["name"] == "diamond" and record["prefix"] == executor.prefix
     assert [s["name"] for s in record["steps"]] == ["d/a", "d/b", "d/d", "d/c"]
     assert record["environment"]["packages"]["ray"] == "2.60.0"
-    runs = read_text(executor.last_record_path.replace(".json", ".runs.jsonl")).splitlines()
+    runs = read_text(result.record_path.replace(".json", ".runs.jsonl")).splitlines()
     assert len(runs) == 1 and {s["outcome"] for s in json.loads(runs[0])["steps"].values()} == {"SUCCESS"}
 
 
@@ -71,12 +71,14 @@ def test_second_run_runs_nothing_and_appends_a_run_line(tmp_path, prefix):
     counter = str(tmp_path / "calls")
     steps = diamond(counter)
     executor = Executor(prefix, backend="local")
-    executor.run(steps)
-    record_before = read_bytes(executor.last_record_path)
-    executor.run(steps)
+    first = executor.run(steps)
+    record_before = read_bytes(first.record_path)
+    second = executor.run(steps)
     assert len(invocations(counter)) == 4
-    assert read_bytes(executor.last_record_path) == record_before
-    runs = read_text(executor.last_record_path.replace(".json", ".runs.jsonl")).splitlines()
+    assert second.record_path == first.record_path
+    assert read_bytes(second.record_path) == record_before
+    assert set(second.statuses().values()) == {"SKIPPED"}
+    runs = read_text(second.record_path.replace(".json", ".runs.jsonl")).splitlines()
     assert len(runs) == 2 and {s["outcome"] for s in json.loads(runs[1])["steps"].values()} == {"SKIPPED"}
 
 

@@ -27,7 +27,7 @@ def tutorial_run(tmp_path_factory):
     steps = build(**SMALL)
     executor = Executor(prefix, backend="local", experiment_name="tiny_lm", script="experiments/tutorial/tiny_lm.py")
     paths = executor.run([steps["eval"]])
-    return prefix, executor.last_record_path, steps, paths
+    return prefix, paths.record_path, steps, paths
 
 
 def test_tutorial_runs_every_step_and_evaluates(tutorial_run):
@@ -67,8 +67,8 @@ def test_changed_tokenizer_vocab_names_that_step_and_its_descendants_only(tutori
     changed = build(**{**SMALL, "vocab_size": 384})
     b = str(tmp_path / "B")
     executor = Executor(b, backend="local", experiment_name="tiny_lm", script="experiments/tutorial/tiny_lm.py")
-    executor.run([changed["eval"]])
-    verdicts = {c.name.split("/")[0]: c.verdict for c in compare_records(record_path, executor.last_record_path)}
+    changed_record = executor.run([changed["eval"]]).record_path
+    verdicts = {c.name.split("/")[0]: c.verdict for c in compare_records(record_path, changed_record)}
     assert verdicts == {
         "sources": "identical",
         "raw": "identical",
@@ -79,5 +79,5 @@ def test_changed_tokenizer_vocab_names_that_step_and_its_descendants_only(tutori
         "checkpoints": "differs",
         "evaluation": "differs",
     }
-    verify = marin("verify", record_path, executor.last_record_path)
+    verify = marin("verify", record_path, changed_record)
     assert verify.returncode == 1 and "first difference in topological order: tokenizers/" in verify.stdout

@@ -17,6 +17,7 @@ from marin.execution.authoring import (
 from marin.execution.executor import Executor, ExecutorRunError
 from marin.execution.main import ExecutorMainConfig, executor_main
 from marin.execution.planning import Plan, PlanError, PlannedStep
+from marin.execution.run_result import RunResult
 
 __all__ = [
     "THIS_OUTPUT_PATH",
@@ -30,6 +31,7 @@ __all__ = [
     "PlanError",
     "PlannedStep",
     "ResourceConfig",
+    "RunResult",
     "VersionedValue",
     "executor_main",
     "output_path_of",

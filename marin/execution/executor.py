@@ -32,6 +32,7 @@ from marin.execution.records import (
     who,
 )
 from marin.execution.references import code_fingerprint, script_path
+from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, join, read_bytes_many
@@ -43,11 +44,15 @@ PROGRESS_EVERY_S = 30.0
 
 
 class ExecutorRunError(RuntimeError):
-    """Some steps failed; `outcomes` has every step's result and the message a summary table."""
+    """Some steps failed; `result` is the run's `RunResult` (its outcomes say which)."""
 
-    def __init__(self, message: str, outcomes: dict):
+    def __init__(self, message: str, result: RunResult):
         super().__init__(message)
-        self.outcomes = outcomes
+        self.result = result
+
+    @property
+    def outcomes(self) -> dict[ExecutorStep, StepOutcome]:
+        return self.result.outcomes
 
 
 @dataclass
@@ -101,8 +106,6 @@ class Executor:
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
-        self.last_record_path: str | None = None
-        self.last_outcomes: dict[ExecutorStep, StepOutcome] = {}
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O."""
@@ -166,28 +169,31 @@ class Executor:
         run_only: Sequence[str] | None = None,
         force_run_failed: bool = False,
         rerun_code_changed: bool = False,
-    ) -> dict[ExecutorStep, str]:
-        """Runs what is missing; returns every reachable step's output path; raises on failures."""
+    ) -> RunResult:
+        """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed)
         if dry_run:
             print_plan(decisions, self.prefix)
-            return plan.output_paths()
+            return RunResult(plan.output_paths())
         record_path = self.record_path(plan)
-        self.last_record_path = record_path
         started = utc_now()
         self._write_record(plan, record_path)
         outcomes = self._execute(plan, decisions, force_run_failed)
         self._append_run(record_path, plan, outcomes, started)
-        self.last_outcomes = {step: outcomes[id(p)] for step, p in plan.by_step.items() if id(p) in outcomes}
+        result = RunResult(
+            plan.output_paths(),
+            record_path,
+            {step: outcomes[id(p)] for step, p in plan.by_step.items() if id(p) in outcomes},
+        )
         print_summary(plan, decisions, outcomes, record_path)
         failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
         if failed:
             names = ", ".join(p.name for p in failed[:10]) + (
                 f" and {len(failed) - 10} more" if len(failed) > 10 else ""
             )
-            raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", outcomes)
-        return plan.output_paths()
+            raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", result)
+        return result
 
     def _write_record(self, plan: Plan, record_path: str) -> None:
         from marin.storage import exists

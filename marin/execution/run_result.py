@@ -1,0 +1,45 @@
+"""What `Executor.run` returns: every step's output path, and what this run did with each step.
+
+Callers used to read the record path and the outcomes back from attributes of the executor object
+(`last_record_path`, `last_outcomes`), which a second `run` on the same executor overwrote. A
+`RunResult` belongs to one run. It is still the mapping step -> output path that DESIGN.md §3 promises
+(`paths = executor.run(steps); paths[step]`), with the record and the outcomes beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from marin.execution.authoring import ExecutorStep
+from marin.execution.step_runner import StepOutcome
+
+
+@dataclass(frozen=True)
+class RunResult(Mapping[ExecutorStep, str]):
+    """One run of an experiment: a mapping step -> output path, plus its record and outcomes."""
+
+    output_paths: dict[ExecutorStep, str]
+    """Every reachable step's output folder."""
+    record_path: str | None = None
+    """The experiment record this run appended its line to (None for a dry run)."""
+    outcomes: dict[ExecutorStep, StepOutcome] = field(default_factory=dict)
+    """What happened to each selected step (SUCCESS, SKIPPED, FAILED, ...); empty for a dry run."""
+
+    def __getitem__(self, step: ExecutorStep) -> str:
+        return self.output_paths[step]
+
+    def __iter__(self) -> Iterator[ExecutorStep]:
+        return iter(self.output_paths)
+
+    def __len__(self) -> int:
+        return len(self.output_paths)
+
+    @property
+    def ok(self) -> bool:
+        """True when every selected step succeeded, was skipped or ran elsewhere."""
+        return all(o.ok for o in self.outcomes.values())
+
+    def statuses(self) -> dict[str, str]:
+        """Step name -> outcome status, for printing and tests."""
+        return {step.name: outcome.status for step, outcome in self.outcomes.items()}
