@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -48,3 +49,19 @@ def browsing(argv: list[str], env: dict | None = None, cwd: str | None = None, t
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.browse_process TEXT CMD...`: CMD serves, its first page shows TEXT, then it stops."""
+    expected, command = argv[0], argv[1:]
+    with browsing(command) as url:
+        body = urllib.request.urlopen(url, timeout=60).read().decode()
+    if expected not in body:
+        print(f"{url} does not show {expected!r}:\n{body[:2000]}", file=sys.stderr)
+        return 1
+    print(f"{' '.join(command)}: {url} answered and shows {expected!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
