@@ -186,7 +186,9 @@ def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict
 def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[int, str]:
     """For each step (by id) with an earlier output of its name: what changed since the most recent one.
 
-    `config.min_len 3 -> 5 (was hello/stats-2d4c618e)`; steps with no earlier output are absent.
+    `config.min_len 3 -> 5 (was hello/stats-2d4c618e)`; steps with no earlier output are absent. "Most
+    recent" is by when the earlier output's state was written (S3 keeps that to the second; ties go to
+    the last folder name).
     """
     reasons: dict[int, str] = {}
     by_id = {id(p): p for p in steps}
