@@ -1,11 +1,11 @@
 """The `marin` command: run, plan, explain, status, rerun, verify, browse, submit.
 
-marin run experiments/tutorial/hello_world.py --prefix scratch/lab
+marin run experiments/tutorial/hello_world.py          # or --prefix DIR, gs://bucket/path, s3://bucket/path
 marin plan experiments/tutorial/tiny_lm.py
 marin explain experiments/tutorial/tiny_lm.py tokenized/shakespeare
 marin status local_store
-marin rerun local_store/experiments/tiny_lm-1a2b3c4d.json --prefix again/
-marin verify local_store/experiments/tiny_lm-1a2b3c4d.json again/experiments/tiny_lm-1a2b3c4d.json
+marin rerun local_store/experiments/tiny_lm-*.json --prefix again/
+marin verify local_store/experiments/tiny_lm-*.json again/experiments/tiny_lm-*.json
 marin browse local_store
 """
 
