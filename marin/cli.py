@@ -1,11 +1,11 @@
 """The `marin` command: run, plan, explain, status, rerun, verify, browse, submit.
 
-marin run experiments/tutorial/hello_world.py --prefix scratch/lab
+marin run experiments/tutorial/hello_world.py          # or --prefix DIR, gs://bucket/path, s3://bucket/path
 marin plan experiments/tutorial/tiny_lm.py
 marin explain experiments/tutorial/tiny_lm.py tokenized/shakespeare
 marin status local_store
-marin rerun local_store/experiments/tiny_lm-1a2b3c4d.json --prefix again/
-marin verify local_store/experiments/tiny_lm-1a2b3c4d.json again/experiments/tiny_lm-1a2b3c4d.json
+marin rerun local_store/experiments/tiny_lm-*.json --prefix again/
+marin verify local_store/experiments/tiny_lm-*.json again/experiments/tiny_lm-*.json
 marin browse local_store
 """
 
@@ -75,7 +75,9 @@ def cmd_plan(ns) -> int:
     def action(steps, description, cfg):
         executor = Executor(resolve_prefix(cfg.prefix), backend="local")
         plan = executor.plan_dag(steps)
-        decisions = executor.decide(plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True)
+        decisions = executor.decide(
+            plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
+        )
         print_plan(decisions, executor.prefix)
         print(f"record: {executor.record_path(plan)}")
         return 0
@@ -133,19 +135,42 @@ def cmd_submit(ns) -> int:
     return submit_main(ns.address, ns.job, wait=ns.wait)
 
 
+def _flags_epilog(title: str) -> str:
+    from marin.execution.main import run_flags_help
+
+    return f"{title}, after SCRIPT:\n{run_flags_help()}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="marin", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="run an experiment script (same as `python SCRIPT ...`)")
+    p = sub.add_parser(
+        "run",
+        help="run an experiment script (same as `python SCRIPT ...`)",
+        epilog=_flags_epilog("the experiment's flags"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("script")
     p.set_defaults(fn=cmd_run, args=[])
 
-    p = sub.add_parser("plan", help="what would run, and why")
+    p = sub.add_parser(
+        "plan",
+        help="what would run, and why",
+        epilog=_flags_epilog(
+            "the experiment's flags (plan reads --prefix, --run_only, --force_run_failed and --rerun_code_changed)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("script")
     p.set_defaults(fn=cmd_plan, args=[])
 
-    p = sub.add_parser("explain", help="why a step's hash is what it is")
+    p = sub.add_parser(
+        "explain",
+        help="why a step's hash is what it is",
+        epilog=_flags_epilog("the experiment's flags (explain reads --prefix)"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("script")
     p.add_argument("step", help="a step name, e.g. tokenized/tiny")
     p.set_defaults(fn=cmd_explain, args=[])

@@ -5,8 +5,8 @@ twice: the second run finds both steps succeeded and runs nothing. Change `n` an
 downstream of the change get new hashes (new output folders); the old outputs stay where they were.
 
     python experiments/tutorial/hello_world.py --prefix scratch/lab
-    marin plan experiments/tutorial/hello_world.py
-    marin explain experiments/tutorial/hello_world.py hello/stats
+    marin plan experiments/tutorial/hello_world.py --prefix scratch/lab
+    marin explain experiments/tutorial/hello_world.py hello/stats --prefix scratch/lab
 """
 
 import json

@@ -14,11 +14,11 @@ ladder takes minutes on a CPU; the forecast says so in its record.
 from __future__ import annotations
 
 import json
-import os
 
 from experiments.defaults_training import scaling_ladder
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.execution import executor_main
+from marin.storage import join, read_text
 from marin.training.config import OptimizerConfig
 
 VOCAB_SIZE = 1024
@@ -43,8 +43,7 @@ if __name__ == "__main__":
     ladder = build()
     outputs = executor_main(steps=[ladder.forecast], description="Tiny scaling ladder with a loss forecast")
     if outputs:
-        forecast_file = os.path.join(outputs[ladder.forecast], "forecast.json")
-        if os.path.exists(forecast_file):
-            with open(forecast_file) as f:
-                print(json.dumps(json.load(f).get("prediction"), indent=2))
-            print(f"plot: {os.path.join(outputs[ladder.forecast], 'forecast.png')}")
+        forecast = read_text(join(outputs[ladder.forecast], "forecast.json"))
+        if forecast is not None:
+            print(json.dumps(json.loads(forecast).get("prediction"), indent=2))
+            print(f"plot: {join(outputs[ladder.forecast], 'forecast.png')}")

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
+import sys
 
 from experiments.defaults import (
     default_dedup,
@@ -24,6 +27,7 @@ from experiments.defaults import (
 )
 from experiments.defaults_training import default_eval, default_train
 from marin.execution import ExecutorStep, executor_main
+from marin.storage import is_local, join, read_text
 from marin.training.config import LlamaModelConfig, OptimizerConfig
 
 MODEL = LlamaModelConfig(seq_len=128, hidden_dim=64, intermediate_dim=128, num_layers=2, num_heads=4, num_kv_heads=4)
@@ -65,20 +69,48 @@ def build(
     }
 
 
-def print_results(paths: dict) -> None:
-    """The evaluation's results, and where to look next."""
-    results_file = os.path.join(paths["eval"], "results.json")
-    if os.path.exists(results_file):
-        with open(results_file) as f:
-            results = json.load(f)
-        print(f"evaluation ({results_file}):")
-        print(json.dumps(results, indent=2, sort_keys=True))
+def run_summary(eval_output: str, eval_name: str) -> str:
+    """What a run prints at its end: the evaluation's results (when the step wrote them) and how to browse.
+
+    Works on any prefix: `results.json` is read through marin.storage, and the prefix is the evaluation's
+    output path less its `<name>-<hash>`, so `gs://lab/tut` stays a URL (`os.path` would make it `gs:/lab/tut`).
+    """
+    prefix = eval_output.rstrip("/").rsplit("/", eval_name.count("/") + 1)[0]
+    lines = []
+    results_file = join(eval_output, "results.json")
+    text = read_text(results_file)
+    if text is not None:
+        lines += [f"evaluation ({results_file}):", json.dumps(json.loads(text), indent=2, sort_keys=True)]
+    if is_local(prefix):
+        where = os.path.relpath(prefix)
+        prefix = where if not where.startswith("..") else os.path.abspath(prefix)
+    lines.append(f"browse it: {marin_command()} browse {shlex.quote(prefix)}")
+    return "\n".join(lines)
+
+
+def marin_command() -> str:
+    """`marin` when it is on the PATH, else the environment's own script (`.venv/bin/marin` after `make run`)."""
+    own = os.path.join(os.path.dirname(sys.executable), "marin")
+    found = shutil.which("marin")
+    if found and (not os.path.exists(own) or os.path.samefile(found, own)):
+        return "marin"
+    if os.path.exists(own):
+        where = os.path.relpath(own)
+        return where if not where.startswith("..") else own
+    return f"{sys.executable} -m marin.cli"
+
+
+def main(**settings) -> None:
+    """Runs the tutorial (`build(**settings)`) with the command line's flags, then prints its summary."""
+    steps = build(**settings)
+    outputs = executor_main(
+        steps=[steps["eval"]],
+        description="Tiny LM on Shakespeare: data to evaluation",
+        experiment_name="tiny_lm",
+    )
+    if outputs:
+        print(run_summary(outputs[steps["eval"]], steps["eval"].name))
 
 
 if __name__ == "__main__":
-    steps = build()
-    outputs = executor_main(steps=[steps["eval"]], description="Tiny LM on Shakespeare: data to evaluation")
-    if outputs:
-        print_results({role: outputs.get(step) for role, step in steps.items()})
-        prefix = os.path.dirname(os.path.dirname(outputs[steps["eval"]]))
-        print(f"browse it: marin browse {os.path.relpath(prefix)}")
+    main()

@@ -124,10 +124,20 @@ class Executor:
         force_run_failed: bool = False,
         rerun_code_changed: bool = False,
         check_code: bool = False,
+        explain_new: bool = False,
     ) -> list[StepDecision]:
-        """What a run would do with each selected step, and why."""
+        """What a run would do with each selected step, and why.
+
+        With `explain_new` (`marin plan`, `--dry_run`), a step with no output yet is compared with the most
+        recent earlier output of its name under the prefix, and its reason names the field that changed.
+        """
         selected = plan.select(run_only)
         states = read_statuses([p.output_path for p in selected])
+        new_reasons: dict[int, str] = {}
+        if explain_new:
+            from marin.execution.explain import new_hash_reasons
+
+            new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[int, str | None] = {}
         if check_code or rerun_code_changed:
             done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
@@ -157,7 +167,8 @@ class Executor:
             elif state == RUNNING:
                 decisions.append(StepDecision(planned, state, "wait", "running elsewhere (or its runner died)"))
             elif state is None:
-                decisions.append(StepDecision(planned, state, "run", "new hash: no output yet"))
+                reason = new_reasons.get(id(planned), "no output yet")
+                decisions.append(StepDecision(planned, state, "run", f"new hash: {reason}"))
             else:
                 decisions.append(StepDecision(planned, state, "run", f"was {state}"))
         return decisions
@@ -172,7 +183,9 @@ class Executor:
     ) -> RunResult:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
         plan = plan_steps(steps, self.prefix)
-        decisions = self.decide(plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed)
+        decisions = self.decide(
+            plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed, explain_new=dry_run
+        )
         if dry_run:
             print_plan(decisions, self.prefix)
             return RunResult(plan.output_paths())

@@ -1,20 +1,36 @@
-"""Why a step's hash is what it is: its version dict, and what changed since the nearest existing output.
+"""Why a step's hash is what it is: its version dict, and what changed since an earlier output of it.
 
 `marin explain SCRIPT STEP` prints the version (the exact JSON that is hashed), then looks under the
 prefix for outputs of the same step name with other hashes, picks the nearest (fewest differing
 fields), and lists field by field what differs: a versioned config value, an input's sub-path, or a
 dependency whose own hash changed (with the name of that upstream step, to explain in turn).
+
+`marin plan` says the same in one line for each step that has no output yet, against the most recent
+earlier output of that step name:
+
+    run   hello/stats-5e1c2a90  new hash: config.min_len 3 -> 5 (was hello/stats-2d4c618e)
+    run   hello/stats-77aa01b3  new hash: dependency hello/data changed (was hello/stats-2d4c618e)
+
+Earlier outputs are found without any record: they are the sibling folders `<name>-<other hash>`
+(as on the browser's compare page), each holding its version in `.executor_info`. Each parent folder
+is listed once, however many steps it holds, and the records are read concurrently on buckets.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from marin.execution.planning import PlannedStep
-from marin.execution.status import info_path, read_status, read_statuses
-from marin.storage import join, list_dir, read_bytes_many
+from marin.execution.status import info_path, read_status, read_statuses, status_path
+from marin.storage import filesystem, is_local, join, list_dir, read_bytes_many, strip_protocol
 from marin.storage.layout import HASH_PATTERN
+
+REASON_FIELDS = 3
+"""`marin plan` names at most this many changed fields, then says how many more."""
 
 
 @dataclass
@@ -23,6 +39,20 @@ class VersionDiff:
     """A dotted config path, 'dependencies[i]' or 'pseudo_dependencies[i]'."""
     old: object
     new: object
+
+
+@dataclass
+class EarlierOutput:
+    """Another output of the same step name under the prefix (another hash)."""
+
+    output_path: str
+    relative_output_path: str
+    """Relative to the prefix: `<name>-<hash>`."""
+    version: dict
+    """The version dict its `.executor_info` records."""
+    state: str | None = None
+    modified: float | None = None
+    """When its state was last written (seconds since the epoch), None when unknown."""
 
 
 def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
@@ -45,25 +75,125 @@ def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
     return diffs
 
 
-def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict, str | None]]:
-    """(output path, version, state) of every other output of the same step name under the prefix.
+def _short(value: object) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 40 else text[:37] + "..."
 
-    Their records and states are read in two batches, concurrently on buckets, not one request at a time.
+
+def _dependency_name(identity: object) -> str:
+    """'hello/data-02ea9faa' -> 'hello/data'."""
+    m = HASH_PATTERN.match(str(identity))
+    return m.group("base") if m else str(identity)
+
+
+def describe_diffs(diffs: Sequence[VersionDiff]) -> str:
+    """One line: `config.min_len 3 -> 5`, `dependency hello/data changed`, ..., at most REASON_FIELDS."""
+    parts: list[str] = []
+    for d in diffs:
+        if d.field.startswith(("dependencies", "pseudo_dependencies")):
+            if d.old == "<absent>":
+                part = f"new dependency {_dependency_name(d.new)}"
+            elif d.new == "<absent>":
+                part = f"dependency {_dependency_name(d.old)} dropped"
+            elif _dependency_name(d.old) == _dependency_name(d.new):
+                part = f"dependency {_dependency_name(d.new)} changed"
+            else:
+                part = f"dependency {_dependency_name(d.old)} -> {_dependency_name(d.new)}"
+        else:
+            part = f"{d.field} {_short(d.old)} -> {_short(d.new)}"
+        if part not in parts:
+            parts.append(part)
+    shown = parts[:REASON_FIELDS]
+    if len(parts) > REASON_FIELDS:
+        shown.append(f"and {len(parts) - REASON_FIELDS} more")
+    return ", ".join(shown) if shown else "same version, other hash (the hashing changed)"
+
+
+def _modified(paths: Sequence[str]) -> list[float | None]:
+    """Modification times of files, None for missing ones: os.stat locally, concurrent requests on buckets."""
+
+    def one(path: str) -> float | None:
+        try:
+            if is_local(path):
+                return os.stat(strip_protocol(path)).st_mtime
+            return filesystem(path).modified(path).timestamp()
+        except (FileNotFoundError, OSError, KeyError, ValueError):
+            return None
+
+    if not paths or all(is_local(p) for p in paths):
+        return [one(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=min(32, len(paths))) as pool:
+        return list(pool.map(one, paths))
+
+
+def earlier_outputs(
+    steps: Sequence[PlannedStep], prefix: str, with_times: bool = False
+) -> dict[int, list[EarlierOutput]]:
+    """For each step (by id), the outputs of its name under `prefix` with another hash and a readable record.
+
+    Lists each parent folder once, then reads every candidate's `.executor_info` and state in two batches
+    (concurrently on buckets); `with_times` also reads when each state was written. Steps whose output is
+    not `<prefix>/<name>-<hash>` (an override) have none.
     """
-    parent_rel, _, base = planned.name.rpartition("/")
-    parent = join(prefix, parent_rel) if parent_rel else prefix
-    outputs = [join(parent, n) for n in list_dir(parent) if (m := HASH_PATTERN.match(n)) and m.group("base") == base]
-    outputs = [o for o in outputs if o.rstrip("/") != planned.output_path.rstrip("/")]
-    versioned_outputs = []
-    for out, data in zip(outputs, read_bytes_many([info_path(o) for o in outputs]), strict=True):
+    prefix = prefix.rstrip("/")
+    listings: dict[str, list[str]] = {}
+    candidates: list[tuple[int, str, str]] = []
+    for planned in steps:
+        if planned.output_path.rstrip("/") != join(prefix, planned.identity):
+            continue
+        parent_rel, _, base = planned.name.rpartition("/")
+        parent = join(prefix, parent_rel) if parent_rel else prefix
+        if parent not in listings:
+            listings[parent] = list_dir(parent)
+        for name in listings[parent]:
+            m = HASH_PATTERN.match(name)
+            if m and m.group("base") == base and name != f"{base}-{planned.hash}":
+                rel = f"{parent_rel}/{name}" if parent_rel else name
+                candidates.append((id(planned), join(prefix, rel), rel))
+    infos = read_bytes_many([info_path(out) for _, out, _ in candidates])
+    found: list[tuple[int, EarlierOutput]] = []
+    for (key, out, rel), data in zip(candidates, infos, strict=True):
         try:
             version = json.loads(data)["version"] if data else None
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, TypeError):
             version = None
-        if version is not None:
-            versioned_outputs.append((out, version))
-    states = read_statuses([out for out, _ in versioned_outputs])
-    return [(out, version, state) for (out, version), state in zip(versioned_outputs, states, strict=True)]
+        if isinstance(version, dict):
+            found.append((key, EarlierOutput(out, rel, version)))
+    outputs = [o.output_path for _, o in found]
+    for (_, o), state in zip(found, read_statuses(outputs), strict=True):
+        o.state = state
+    if with_times:
+        times = _modified([status_path(p) for p in outputs])
+        missing = [i for i, t in enumerate(times) if t is None]
+        for i, t in zip(missing, _modified([info_path(outputs[i]) for i in missing]), strict=True):
+            times[i] = t
+        for (_, o), t in zip(found, times, strict=True):
+            o.modified = t
+    result: dict[int, list[EarlierOutput]] = {}
+    for key, o in found:
+        result.setdefault(key, []).append(o)
+    return result
+
+
+def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict, str | None]]:
+    """(output path, version, state) of every other output of the same step name under the prefix."""
+    return [(o.output_path, o.version, o.state) for o in earlier_outputs([planned], prefix).get(id(planned), [])]
+
+
+def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[int, str]:
+    """For each step (by id) with an earlier output of its name: what changed since the most recent one.
+
+    `config.min_len 3 -> 5 (was hello/stats-2d4c618e)`; steps with no earlier output are absent. "Most
+    recent" is by when the earlier output's state was written (S3 keeps that to the second; ties go to
+    the last folder name).
+    """
+    reasons: dict[int, str] = {}
+    by_id = {id(p): p for p in steps}
+    for key, others in earlier_outputs(steps, prefix, with_times=True).items():
+        latest = max(others, key=lambda o: (o.modified or 0.0, o.relative_output_path))
+        diffs = diff_versions(latest.version, by_id[key].version)
+        reasons[key] = f"{describe_diffs(diffs)} (was {latest.relative_output_path})"
+    return reasons
 
 
 def explain_step(planned: PlannedStep, prefix: str) -> str:
@@ -76,14 +206,15 @@ def explain_step(planned: PlannedStep, prefix: str) -> str:
         "  version:",
     ]
     lines += ["    " + line for line in json.dumps(planned.version, indent=2, sort_keys=True).splitlines()]
-    others = existing_versions(planned, prefix)
+    others = earlier_outputs([planned], prefix).get(id(planned), [])
     if not others:
         lines.append(f"no other output of {planned.name!r} under {prefix}: nothing to compare with")
         return "\n".join(lines)
-    nearest = min(others, key=lambda o: (len(diff_versions(o[1], planned.version)), o[0]))
-    out, version, state = nearest
-    diffs = diff_versions(version, planned.version)
-    lines.append(f"nearest existing output: {out} ({state or 'not run'}); {len(diffs)} field(s) differ:")
+    nearest = min(others, key=lambda o: (len(diff_versions(o.version, planned.version)), o.output_path))
+    diffs = diff_versions(nearest.version, planned.version)
+    lines.append(
+        f"nearest existing output: {nearest.output_path} ({nearest.state or 'not run'}); {len(diffs)} field(s) differ:"
+    )
     deps_by_identity = {d.identity: d for d in planned.dependencies + planned.pseudo_dependencies}
     for d in diffs:
         lines.append(f"  {d.field}: {json.dumps(d.old)} -> {json.dumps(d.new)}")

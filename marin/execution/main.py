@@ -44,6 +44,29 @@ class ExecutorMainConfig:
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
 
 
+FLAG_VALUES = {
+    "prefix": "PATH",
+    "run_only": "REGEX...",
+    "max_concurrent": "N",
+    "backend": "ray|local",
+    "ray_address": "ADDRESS",
+}
+"""What follows each flag in `--help` (booleans take nothing)."""
+
+
+def run_flags_help() -> str:
+    """One line per flag of `ExecutorMainConfig`, from its field docstrings (what `marin plan --help` lists)."""
+    from dataclasses import fields
+
+    from draccus.wrappers.docstring import get_attribute_docstring
+
+    lines = []
+    for f in fields(ExecutorMainConfig):
+        flag = f"--{f.name} {FLAG_VALUES[f.name]}" if f.name in FLAG_VALUES else f"--{f.name}"
+        lines.append(f"  {flag:<28} {get_attribute_docstring(ExecutorMainConfig, f.name).docstring_below}")
+    return "\n".join(lines)
+
+
 def normalise_args(argv: Sequence[str]) -> list[str]:
     """Bare boolean flags get 'true'; list flags gather their values into draccus's '[a,b]'."""
     out: list[str] = []
