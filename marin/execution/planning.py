@@ -193,9 +193,7 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
     if config is None:
         return versioned, inputs
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise PlanError(
-            f"step {step.name!r}: config must be a dataclass instance or None, got {type(config).__name__}"
-        )
+        raise PlanError(f"step {step.name!r}: config must be a dataclass instance or None, got {type(config).__name__}")
     if isinstance(config, StepConfig):
         _walk_declared(config, "", step.name, versioned, inputs)
     else:

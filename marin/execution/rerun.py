@@ -139,7 +139,7 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
         name = entry.get("name", "?")
         try:
             fn = resolve_reference(entry["fn"])
-            cls = resolve_reference(entry["config_type"])
+            cls = resolve_reference(entry["config_type"]) if entry["config_type"] is not None else None
         except KeyError as exc:
             raise RerunError(f"step {name!r}: the record lacks {exc}") from None
         except ImportError as exc:
@@ -164,7 +164,7 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
                 _set_at(data, field_path, inp if tag == "DEP" else inp.nonblocking(), name)
             else:
                 _set_at(data, field_path, VersionedValue(recorded), name)
-        config = _build(cls, data, entry.get("config_types", {}), "", name)
+        config = _build(cls, data, entry.get("config_types", {}), "", name) if cls is not None else None
         resources = ResourceConfig(**entry["resources"]) if entry.get("resources") else None
         step = ExecutorStep(
             name,
