@@ -71,6 +71,8 @@ class Plan:
     by_step: dict[ExecutorStep, PlannedStep]
     step_records: dict[int, dict] = dataclasses.field(default_factory=dict)
     """Memo of each step's record (records.step_record), computed at most once per plan."""
+    roots: list[PlannedStep] | None = None
+    """The steps the experiment named (None: every step is one)."""
 
     def __getitem__(self, step: ExecutorStep) -> PlannedStep:
         return self.by_step[step]
@@ -87,13 +89,18 @@ class Plan:
         raise PlanError(f"no step named {name!r} in this experiment (steps: {names})")
 
     def select(self, run_only: Sequence[str] | None) -> list[PlannedStep]:
-        """The steps matching any `run_only` regex, plus everything they block on; all when None."""
+        """The steps matching any `run_only` regex (default: the steps the experiment named), plus everything
+        they block on. A step reached only through nonblocking inputs is hashed but not run (as in Marin):
+        name it, or block on it from another step, to run it."""
         if not run_only:
-            return list(self.steps)
-        patterns = [re.compile(p) for p in run_only]
-        wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
-        if not wanted:
-            raise PlanError(f"--run_only {list(run_only)} matches no step")
+            if self.roots is None:
+                return list(self.steps)
+            wanted = {id(p) for p in self.roots}
+        else:
+            patterns = [re.compile(p) for p in run_only]
+            wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
+            if not wanted:
+                raise PlanError(f"--run_only {list(run_only)} matches no step")
         stack = [p for p in self.steps if id(p) in wanted]
         while stack:
             for dep in stack.pop().dependencies:
@@ -221,6 +228,7 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
     scans: dict[ExecutorStep, tuple[dict, list]] = {}
     visiting: set[ExecutorStep] = set()
 
+    steps = list(steps)
     for root in steps:
         if not isinstance(root, ExecutorStep):
             raise PlanError(f"steps must be ExecutorSteps, got {type(root).__name__}: {root!r:.80}")
@@ -266,7 +274,8 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
                 planned.config = _validated_config(planned, by_step)
                 order.append(planned)
                 continue
-    return Plan(prefix=prefix, steps=order, by_step=by_step)
+    roots = list({id(by_step[s]): by_step[s] for s in steps}.values())
+    return Plan(prefix=prefix, steps=order, by_step=by_step, roots=roots)
 
 
 def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix: str) -> PlannedStep:
