@@ -22,7 +22,7 @@ from typing import Any
 
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, ResourceConfig, VersionedValue
 from marin.execution.inspect_prefix import load_record
-from marin.execution.planning import plan_steps
+from marin.execution.planning import PlanError, plan_steps
 from marin.execution.records import git_state, installed_packages
 from marin.execution.references import resolve_reference
 
@@ -247,4 +247,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
         )
     except ExecutorRunError:
         return 1
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
