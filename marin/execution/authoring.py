@@ -7,9 +7,11 @@ executor what to do with a field:
     output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
     this_output_path()               filled with this step's own output folder
 
-Everything else in the config is passed through untouched and does not affect the hash. Before
-calling `fn(config)` the executor replaces every marker by a plain value, so a step function never
-sees these types and can be called without the executor at all.
+In a config that declares its fields (a `marin.step_config.StepConfig`, as every config of the step
+library is), every field not declared unversioned is part of the hash without a marker, plain input
+paths included; in any other dataclass, unmarked fields are passed through untouched and do not affect
+the hash. Before calling `fn(config)` the executor replaces every marker by a plain value, so a step
+function never sees these types and can be called without the executor at all.
 """
 
 from __future__ import annotations

@@ -11,7 +11,13 @@ path) and the inputs (`output_path_of`), and computes, dependencies first,
 so a step's hash changes exactly when one of its versioned fields or one of its upstream hashes
 changes, and never with the prefix. Nonblocking inputs appear as "PSEUDO_DEP[j]" and in
 "pseudo_dependencies". Two step objects with equal versions are one step; two different steps with
-one output path, a cycle, or a config that is not a dataclass are errors naming the step and field.
+one output path, a cycle, or a config that is neither a dataclass nor None are errors naming the step
+and field.
+
+Which fields are versioned: in a `StepConfig` (marin/step_config.py), every field its class does not
+declare otherwise, plain input paths included; in any other dataclass, only `versioned(...)` fields and
+`output_path_of(...)` inputs (Marin's rule). Planning also instantiates each config (markers replaced by
+plain values), which runs its `validate()`: a bad value is a PlanError naming the step.
 """
 
 from __future__ import annotations
