@@ -159,3 +159,24 @@ def test_a_bad_value_in_a_helper_config_fails_plan_naming_the_step():
     ladder_step = default_train("t", "/data/tokenized", num_train_steps=1)
     with pytest.raises(PlanError, match=r"step 'checkpoints/t': invalid config: train\.num_train_steps must be >= 2"):
         Executor("/lab", backend="local").plan([ladder_step])
+
+
+def test_the_step_library_declares_identity_without_importing_the_executor():
+    import subprocess
+    import sys
+
+    modules = [
+        "marin.download.download",
+        "marin.download.shipped_corpus",
+        "marin.processing.filter",
+        "marin.processing.dedup",
+        "marin.processing.train_tokenizer",
+        "marin.processing.tokenize",
+        "marin.training.config",
+        "marin.training.train",
+        "marin.evaluation.evaluate",
+        "marin.evaluation.forecast",
+    ]
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(sorted(m for m in sys.modules if m.startswith('marin.execution')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
