@@ -111,3 +111,11 @@ def test_marin_plan_fails_naming_the_step_and_the_field(tmp_path):
             f"error: step 'tokenized/t': input tokenizer (tokenizer folder) {tmp_path}/nowhere does not exist"
         )
     assert not os.path.exists(tmp_path / "lab")
+
+
+def test_an_input_that_cannot_be_read_is_named_with_the_reason(tmp_path):
+    tokenized = default_tokenize("t", str(tmp_path), "nosuchscheme://bucket/tok")
+    with pytest.raises(
+        MissingInputError, match=r"input tokenizer \(tokenizer folder\) nosuchscheme://bucket/tok cannot be read \("
+    ):
+        Executor(str(tmp_path / "lab"), backend="local").check_inputs([tokenized])

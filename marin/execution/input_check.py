@@ -65,10 +65,13 @@ def _paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
 def _problem(spec: InputSpec, path: str) -> str | None:
     if not path:
         return "is empty"
-    if not exists(path):
-        return "does not exist"
-    if spec.holds_any and not any(exists(join(path, name)) for name in spec.holds_any):
-        return f"holds none of {', '.join(spec.holds_any)}"
+    try:
+        if not exists(path):
+            return "does not exist"
+        if spec.holds_any and not any(exists(join(path, name)) for name in spec.holds_any):
+            return f"holds none of {', '.join(spec.holds_any)}"
+    except Exception as exc:
+        return f"cannot be read ({type(exc).__name__}: {exc})"
     return None
 
 
