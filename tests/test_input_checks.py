@@ -119,3 +119,15 @@ def test_an_input_that_cannot_be_read_is_named_with_the_reason(tmp_path):
         MissingInputError, match=r"input tokenizer \(tokenizer folder\) nosuchscheme://bucket/tok cannot be read \("
     ):
         Executor(str(tmp_path / "lab"), backend="local").check_inputs([tokenized])
+
+
+def test_the_tokenize_step_called_without_the_executor_names_a_missing_tokenizer_too(tmp_path):
+    from marin.processing.tokenize import TokenizeConfig, tokenize
+    from tests.data_docs import write_shard
+
+    write_shard(tmp_path / "docs" / "part-00000.jsonl.gz", [{"id": "1", "text": "x", "source": "t", "metadata": {}}])
+    config = TokenizeConfig(
+        input_path=str(tmp_path / "docs"), tokenizer=str(tmp_path / "tok"), output_path=str(tmp_path / "o")
+    )
+    with pytest.raises(FileNotFoundError, match=r"TokenizeConfig.tokenizer: .*/tok is not a tokenizer folder"):
+        tokenize(config)

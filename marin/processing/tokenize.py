@@ -48,7 +48,7 @@ from marin.processing.documents import (
 from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
 from marin.processing.shards import pending_shards, run_shards
 from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
-from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
+from marin.storage import delete, exists, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +236,11 @@ def tokenize(config: TokenizeConfig) -> dict:
     inputs = list_shards(config.input_path)
     val_inputs = list_shards(config.validation_path) if config.validation_path else []
     parts_root = join(config.output_path, PARTS)
+    if not any(exists(join(config.tokenizer, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise FileNotFoundError(
+            f"TokenizeConfig.tokenizer: {config.tokenizer} is not a tokenizer folder "
+            "(no tokenizer.json or tokenizer_config.json)"
+        )
     encoder = LevanterEncoder(config.tokenizer)
     tasks = [
         (path, config.validation_fraction, join(parts_root, _part_name("input", i))) for i, path in enumerate(inputs)
