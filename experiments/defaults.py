@@ -1,10 +1,12 @@
 """Helpers that turn the step library's data steps into executor steps with sensible defaults.
 
 Each helper returns an `ExecutorStep` whose name says what it is (`raw/`, `filtered/`, `deduped/`,
-`tokenizers/`, `tokenized/`) and whose config marks as `versioned` every field that changes the
-output, so the step's hash changes exactly when its output would. Worker counts are not versioned:
-the steps write the same bytes with any number of workers. An input may be another step (its whole
-output folder), an `output_path_of(...)` reference, or a plain path (then the path is versioned).
+`tokenizers/`, `tokenized/`). Which config fields enter the step's hash is declared by the config
+classes themselves (marin/step_config.py: every field, unless declared otherwise, e.g. worker counts,
+since the steps write the same bytes with any number of workers), so a helper passes plain values and
+cannot leave one out. An input may be another step (its whole output folder), an `output_path_of(...)`
+reference, or a plain path; either way it is in the version, and a plain path is checked to exist
+before anything runs.
 
     corpus = shakespeare_source()
     raw = default_download("shakespeare", corpus)
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from marin.download.download import DownloadConfig, download
 from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
-from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path, versioned
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.filter import (
     C4QualityConfig,
@@ -34,12 +36,8 @@ from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokeniz
 StepInput = ExecutorStep | InputName | str
 
 
-def _input(value: StepInput):
-    if isinstance(value, ExecutorStep):
-        return output_path_of(value)
-    if isinstance(value, InputName):
-        return value
-    return versioned(value)
+def _input(value: StepInput) -> InputName | str:
+    return output_path_of(value) if isinstance(value, ExecutorStep) else value
 
 
 def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> ExecutorStep:
@@ -50,9 +48,9 @@ def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> Exec
         fn=write_shakespeare_corpus,
         config=ShippedCorpusConfig(
             output_path=this_output_path(),
-            num_shards=versioned(num_shards),
-            plays=versioned(tuple(plays)),
-            plant_duplicates=versioned(True),
+            num_shards=num_shards,
+            plays=tuple(plays),
+            plant_duplicates=True,
         ),
         description="Shakespeare's plays as Dolma documents, with planted duplicates",
     )
@@ -75,10 +73,10 @@ def default_download(
         config=DownloadConfig(
             source=_input(source),
             output_path=this_output_path(),
-            glob=versioned(glob),
-            files=versioned(tuple(files)),
-            revision=versioned(revision),
-            expected_sha256=versioned(expected_sha256),
+            glob=glob,
+            files=tuple(files),
+            revision=revision,
+            expected_sha256=expected_sha256,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=1),
@@ -100,8 +98,8 @@ def default_filter(
 ) -> ExecutorStep:
     """datatrove quality filters over `documents` into filtered/NAME.
 
-    `language` enters the step's hash only when set, so turning it on is a new step and leaving it off
-    keeps the hashes filter steps had before the language filter existed.
+    `language` enters the step's hash only when set (FilterConfig declares it so), so turning it on is a
+    new step and leaving it off keeps the hashes filter steps had before the language filter existed.
     """
     return ExecutorStep(
         name=f"filtered/{name}",
@@ -109,12 +107,12 @@ def default_filter(
         config=FilterConfig(
             input_path=_input(documents),
             output_path=this_output_path(),
-            language=versioned(language) if language is not None else None,
-            gopher_quality=versioned(gopher_quality),
-            gopher_repetition=versioned(gopher_repetition),
-            c4_quality=versioned(c4_quality),
-            fineweb_quality=versioned(fineweb_quality),
-            skip_bad_documents=versioned(skip_bad_documents),
+            language=language,
+            gopher_quality=gopher_quality,
+            gopher_repetition=gopher_repetition,
+            c4_quality=c4_quality,
+            fineweb_quality=fineweb_quality,
+            skip_bad_documents=skip_bad_documents,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),
@@ -137,9 +135,9 @@ def default_dedup(
         config=DedupConfig(
             input_path=_input(documents),
             output_path=this_output_path(),
-            exact=versioned(exact),
-            fuzzy=versioned(fuzzy),
-            skip_bad_documents=versioned(skip_bad_documents),
+            exact=exact,
+            fuzzy=fuzzy,
+            skip_bad_documents=skip_bad_documents,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),
@@ -164,12 +162,12 @@ def default_tokenizer(
         config=TrainTokenizerConfig(
             input_path=_input(documents),
             output_path=this_output_path(),
-            vocab_size=versioned(vocab_size),
-            min_frequency=versioned(min_frequency),
-            bos_token=versioned(bos_token),
-            eos_token=versioned(eos_token),
-            extra_special_tokens=versioned(tuple(extra_special_tokens)),
-            max_documents=versioned(max_documents),
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            extra_special_tokens=tuple(extra_special_tokens),
+            max_documents=max_documents,
         ),
         resources=ResourceConfig(cpu=1),
     )
@@ -193,7 +191,7 @@ def default_tokenize(
             tokenizer=_input(tokenizer),
             output_path=this_output_path(),
             validation_path=_input(validation) if validation is not None else None,
-            validation_fraction=versioned(0.0 if validation is not None else validation_fraction),
+            validation_fraction=0.0 if validation is not None else validation_fraction,
             batch_size=batch_size,
         ),
         resources=ResourceConfig(cpu=1),

@@ -1,8 +1,9 @@
 """Experiment helpers for the second half of an experiment: train, evaluate, and the scaling ladder.
 
 They build `ExecutorStep`s over the step library (`marin.training.train`, `marin.evaluation.evaluate`,
-`marin.evaluation.forecast`); every field that changes what a step computes is `versioned`, so changing
-the model, the data, the schedule or the seed gives a new output folder, while W&B settings do not.
+`marin.evaluation.forecast`). The configs declare which of their fields enter the hash (every field that
+changes what a step computes, inputs included, whether steps or plain paths), so changing the model, the
+data, the schedule or the seed gives a new output folder, while W&B settings do not.
 
     tokenized = default_tokenize(...)                      # from the data helpers
     base = default_train("tiny", tokenized, model=LlamaModelConfig(hidden_dim=64), num_train_steps=200)
@@ -20,7 +21,7 @@ from typing import Any
 
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
-from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path, versioned
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
 
@@ -49,7 +50,7 @@ def default_train(
     seed: int = 0,
     weights: dict[str, float] | None = None,
     tokenizer: StepOrPath | None = None,
-    initialize_from: ExecutorStep | None = None,
+    initialize_from: StepOrPath | None = None,
     resources: ResourceConfig | None = None,
     description: str | None = None,
     **options: Any,
@@ -58,22 +59,20 @@ def default_train(
 
     `initialize_from=<previous train step>` makes this a phase that starts from that run's final
     parameters. `options` are further `TrainConfig` fields (checkpoint_every_steps, precision, wandb_mode,
-    ...); those that change the computation are versioned.
+    ...); TrainConfig declares which of them change the computation and so enter the hash.
     """
-    unversioned = {"wandb_mode", "wandb_project", "wandb_entity", "require_accelerator", "checkpoint_every_minutes"}
-    extra = {k: (v if k in unversioned else versioned(v)) for k, v in options.items()}
     config = TrainConfig(
         data=_datasets(tokenized),
         output_path=this_output_path(),
-        weights=versioned(weights) if weights is not None else None,
+        weights=weights,
         tokenizer=_path(tokenizer) if tokenizer is not None else None,
-        model=versioned(model),
-        optimizer=versioned(optimizer),
-        train_batch_size=versioned(train_batch_size),
-        num_train_steps=versioned(num_train_steps),
-        seed=versioned(seed),
-        initialize_from=output_path_of(initialize_from) if initialize_from is not None else None,
-        **extra,
+        model=model,
+        optimizer=optimizer,
+        train_batch_size=train_batch_size,
+        num_train_steps=num_train_steps,
+        seed=seed,
+        initialize_from=_path(initialize_from) if initialize_from is not None else None,
+        **options,
     )
     return ExecutorStep(
         name=f"checkpoints/{name}",
@@ -109,8 +108,8 @@ def default_eval(
             checkpoint=checkpoint,
             datasets={k: _path(v) for k, v in datasets.items()},
             output_path=this_output_path(),
-            split=versioned(split),
-            max_documents=versioned(max_documents),
+            split=split,
+            max_documents=max_documents,
             wait_for_checkpoint_s=600.0 if nonblocking else 0.0,
         ),
         description=f"evaluate {name} on {', '.join(sorted(datasets))}",
@@ -206,7 +205,7 @@ def scaling_ladder(
         config=ForecastConfig(
             evaluations=[output_path_of(e) for e in evaluations],
             output_path=this_output_path(),
-            target_flops=versioned(float(target)),
+            target_flops=float(target),
         ),
         description=f"forecast {name}: fit loss(C) over {len(models)} rungs, predict at {target:.3g} FLOPs",
     )

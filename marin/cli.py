@@ -69,7 +69,8 @@ def cmd_run(ns) -> int:
 
 
 def cmd_plan(ns) -> int:
-    from marin.execution.executor import Executor, print_plan
+    from marin.execution.executor import Executor, print_plan, steps_to_run
+    from marin.execution.input_check import check_inputs
     from marin.execution.main import resolve_prefix
 
     def action(steps, description, cfg):
@@ -78,6 +79,7 @@ def cmd_plan(ns) -> int:
         decisions = executor.decide(
             plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
         )
+        check_inputs(steps_to_run(decisions))
         print_plan(decisions, executor.prefix)
         print(f"record: {executor.record_path(plan)}")
         return 0

@@ -123,7 +123,7 @@ def test_output_path_of_something_not_a_step_is_an_error():
 
 def test_config_that_is_not_a_dataclass_is_an_error():
     step = ExecutorStep("t/dict", count_step, {"value": 1})
-    with pytest.raises(PlanError, match=r"step 't/dict': config must be a dataclass instance, got dict"):
+    with pytest.raises(PlanError, match=r"step 't/dict': config must be a dataclass instance or None, got dict"):
         Executor("/p", backend="local").plan([step])
 
 

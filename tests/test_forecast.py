@@ -103,15 +103,15 @@ def test_scaling_ladder_builds_compute_matched_rungs_each_evaluated_and_one_fore
     budgets = []
     for trained in ladder.trains:
         config = trained.config
-        steps = config.num_train_steps.value
-        tokens_per_step = config.train_batch_size.value * config.model.value.seq_len
-        n = config.model.value.parameter_count(512)
+        steps = config.num_train_steps
+        tokens_per_step = config.train_batch_size * config.model.seq_len
+        n = config.model.parameter_count(512)
         assert (steps - 1) * tokens_per_step < 20 * n <= steps * tokens_per_step
         budgets.append(6 * n * steps * tokens_per_step)
     assert budgets == sorted(budgets) and len(set(budgets)) == 3
     for trained, evaluation in zip(ladder.trains, ladder.evaluations, strict=True):
         assert evaluation.config.checkpoint.step is trained
     assert [e.step for e in ladder.forecast.config.evaluations] == ladder.evaluations
-    assert ladder.forecast.config.target_flops.value == pytest.approx(10 * budgets[-1])
+    assert ladder.forecast.config.target_flops == pytest.approx(10 * budgets[-1])
     with pytest.raises(ValueError, match="at least 3 rungs"):
         scaling_ladder("tiny", "/data/tokenized", sizes=[32, 64], vocab_size=512)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import fsspec
 
-from marin.processing.documents import concrete, write_json
+from marin.processing.documents import write_json
+from marin.step_config import StepConfig, input_field, output_field, unversioned
 from marin.storage import join, portable_path
 
 logger = logging.getLogger(__name__)
@@ -37,12 +38,12 @@ class ChecksumMismatchError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DownloadConfig:
+class DownloadConfig(StepConfig):
     """Copy the files of `source` into `output_path`."""
 
-    source: str
+    source: str = input_field("download source", unchecked_schemes=("http", "https", "hf"))
     """hf://datasets/ORG/NAME@REVISION/..., https://..., gs://, s3://, file:// or a local path (folder or file)."""
-    output_path: str
+    output_path: str = output_field()
     """Folder to copy into; files keep their path relative to source."""
     glob: str = "**"
     """Pattern, relative to a folder source, of the files to copy (not for http(s))."""
@@ -52,11 +53,11 @@ class DownloadConfig:
     """Revision for an hf:// source that has no @REVISION in it."""
     expected_sha256: dict[str, str] | None = None
     """Relative path -> expected sha256 hex; a mismatch fails the step naming the file."""
-    workers: int = 4
+    workers: int = unversioned(4)
     """Files copied at once (threads); the output does not depend on it."""
 
-    def __post_init__(self):
-        if concrete(self.source) and not self.source:
+    def validate(self) -> None:
+        if not self.source:
             raise ValueError("DownloadConfig.source is empty")
         if self.workers < 1:
             raise ValueError(f"DownloadConfig.workers must be >= 1, got {self.workers}")

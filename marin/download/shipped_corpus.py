@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from marin.processing.documents import encode_documents, shard_name, write_json
+from marin.step_config import StepConfig, output_field
 from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)
@@ -127,10 +128,10 @@ def shakespeare_documents(plant_duplicates: bool = True, plays: tuple[str, ...] 
 
 
 @dataclass(frozen=True, kw_only=True)
-class ShippedCorpusConfig:
+class ShippedCorpusConfig(StepConfig):
     """Write the Shakespeare corpus as Dolma shards."""
 
-    output_path: str
+    output_path: str = output_field()
     """Folder to write part-0000i.jsonl.gz shards into (any fsspec path)."""
     num_shards: int = 8
     """Number of shards; documents are cut into contiguous runs."""

@@ -25,35 +25,34 @@ import posixpath
 import time
 from dataclasses import dataclass
 
+from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.storage import exists, open_url, url_to_fs
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
-from marin.training.config import LlamaModelConfig, has_placeholders
+from marin.training.config import LlamaModelConfig
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalConfig:
+class EvalConfig(StepConfig):
     """Score one checkpoint on named held-out sets."""
 
-    checkpoint: str
+    checkpoint: str = input_field("train output or checkpoint")
     """A train step's output (its latest complete checkpoint is used) or one `checkpoints/step-N` folder."""
-    datasets: dict[str, str]
+    datasets: dict[str, str] = input_field("tokenized dataset", holds_any=("train", "validation"))
     """Held-out sets by name: each a tokenize step's output, of which `split` is read."""
-    output_path: str
+    output_path: str = output_field()
     """This step's folder: `results.json`, `results.parquet`."""
     split: str = "validation"
     """Which split folder of each tokenized dataset to score."""
     max_documents: int | None = None
     """Score at most this many documents per set (the first ones); None: all."""
-    batch_size: int = 16
+    batch_size: int = versioned_unless_default(16)
     """Windows of `seq_len` tokens per forward pass."""
-    wait_for_checkpoint_s: float = 0.0
+    wait_for_checkpoint_s: float = unversioned(0.0)
     """If the train output has no complete checkpoint yet, wait up to this long for one."""
 
-    def __post_init__(self) -> None:
-        if has_placeholders(self):
-            return
+    def validate(self) -> None:
         if not self.datasets:
             raise ValueError("evaluate.datasets must name at least one held-out set")
         if self.batch_size <= 0:

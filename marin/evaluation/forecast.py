@@ -20,8 +20,8 @@ import math
 import posixpath
 from dataclasses import dataclass
 
+from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import open_url, url_to_fs
-from marin.training.config import has_placeholders
 
 logger = logging.getLogger(__name__)
 
@@ -30,29 +30,27 @@ _METRICS = ("loss", "bpb")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ForecastConfig:
+class ForecastConfig(StepConfig):
     """Fit the scaling law to evaluations and predict the loss at `target_flops`."""
 
-    evaluations: list[str]
+    evaluations: list[str] = input_field("evaluation output", holds_any=("results.json",))
     """Evaluate steps' outputs (each holds `results.json`), one per rung."""
-    output_path: str
+    output_path: str = output_field()
     """This step's folder: `forecast.json`, `forecast.png`."""
     target_flops: float
     """Compute (6·N·D FLOPs) of the run to forecast."""
-    dataset: str | None = None
+    dataset: str | None = versioned_unless_default(None)
     """Which held-out set's figure to fit; None: the macro average over the sets."""
-    metric: str = "loss"
+    metric: str = versioned_unless_default("loss")
     """loss (nats per token) or bpb (bits per byte)."""
-    confidence: float = 0.95
+    confidence: float = versioned_unless_default(0.95)
     """Coverage of the prediction interval."""
-    samples: int = 4000
+    samples: int = versioned_unless_default(4000)
     """Parameter draws used to form the interval."""
-    seed: int = 0
+    seed: int = versioned_unless_default(0)
     """Seed of those draws."""
 
-    def __post_init__(self) -> None:
-        if has_placeholders(self):
-            return
+    def validate(self) -> None:
         if len(self.evaluations) < 3:
             raise ValueError(f"forecast.evaluations needs at least 3 rungs to fit a, b, c; got {len(self.evaluations)}")
         if self.metric not in _METRICS:

@@ -7,9 +7,11 @@ executor what to do with a field:
     output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
     this_output_path()               filled with this step's own output folder
 
-Everything else in the config is passed through untouched and does not affect the hash. Before
-calling `fn(config)` the executor replaces every marker by a plain value, so a step function never
-sees these types and can be called without the executor at all.
+In a config that declares its fields (a `marin.step_config.StepConfig`, as every config of the step
+library is), every field not declared unversioned is part of the hash without a marker, plain input
+paths included; in any other dataclass, unmarked fields are passed through untouched and do not affect
+the hash. Before calling `fn(config)` the executor replaces every marker by a plain value, so a step
+function never sees these types and can be called without the executor at all.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from marin.step_config import Placeholder
+
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class VersionedValue(Generic[T]):
+class VersionedValue(Placeholder, Generic[T]):
     """A config value that takes part in the step's hash."""
 
     value: T
@@ -35,7 +39,7 @@ def versioned(value: T) -> T:
 
 
 @dataclass(frozen=True)
-class InputName:
+class InputName(Placeholder):
     """The output path of another step (or a file under it): a dependency."""
 
     step: ExecutorStep
@@ -63,7 +67,7 @@ def output_path_of(step: ExecutorStep, name: str | None = None) -> InputName:
 
 
 @dataclass(frozen=True)
-class OutputName:
+class OutputName(Placeholder):
     """This step's own output folder (or a path inside it)."""
 
     name: str | None = None
@@ -121,7 +125,8 @@ class ExecutorStep(Generic[T]):
     fn: Any
     """The function to call with the instantiated config."""
     config: T
-    """A frozen dataclass; may contain versioned(), output_path_of() and this_output_path() markers."""
+    """A frozen dataclass (may contain versioned(), output_path_of() and this_output_path() markers), or None:
+    then `fn(None)` is called and the step's version is its name and nothing else."""
     description: str | None = None
     """A line for people: shown by `marin plan` and the browser."""
     resources: ResourceConfig | None = None

@@ -2,7 +2,8 @@
 
 Only values whose JSON form is unambiguous and stable across processes, machines and Python versions
 may enter a hash: None, bool, int, finite float, str, list/tuple, dict with str keys, dataclasses,
-Enums and Paths. Anything else (a function, a numpy scalar, an object whose repr holds a memory
+Enums and Paths (a dataclass without the fields its class declares unversioned, see
+marin/step_config.py). Anything else (a function, a numpy scalar, an object whose repr holds a memory
 address) is a TypeError naming the field, never a silent `str()`.
 """
 
@@ -15,6 +16,8 @@ import json
 import math
 from pathlib import PurePath
 from typing import Any
+
+from marin.step_config import NEVER, UNLESS_DEFAULT, field_default, version_rule
 
 
 class UnversionableValueError(TypeError):
@@ -47,11 +50,23 @@ def to_canonical(value: Any, where: str) -> Any:
             out[k] = to_canonical(v, f"{where}.{k}")
         return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_canonical(getattr(value, f.name), f"{where}.{f.name}") for f in dataclasses.fields(value)}
+        return {
+            f.name: to_canonical(getattr(value, f.name), f"{where}.{f.name}")
+            for f in dataclasses.fields(value)
+            if _in_version(f, value)
+        }
     raise UnversionableValueError(
         f"{where}: cannot version a value of type {type(value).__module__}.{type(value).__qualname__} "
         f"({value!r:.60}); use None, bool, int, float, str, list, dict, a dataclass, an Enum or a Path"
     )
+
+
+def _in_version(f: dataclasses.Field, owner: Any) -> bool:
+    """Whether a dataclass field enters the version, as its class declares (marin/step_config.py)."""
+    rule = version_rule(f)
+    if rule == NEVER:
+        return False
+    return rule != UNLESS_DEFAULT or getattr(owner, f.name) != field_default(f)
 
 
 def canonical_json(value: Any) -> str:

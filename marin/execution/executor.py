@@ -3,7 +3,7 @@
     Executor(prefix).run([stats])
 
 plans every step reachable from `stats` (no I/O), reads each step's state (one read per step,
-concurrently on buckets), writes the experiment record once, runs what is missing as soon as its
+concurrently on buckets), checks that the plain input paths of the steps it will run exist, writes the experiment record once, runs what is missing as soon as its
 dependencies succeeded, marks everything downstream of a failure DEP_FAILED while independent
 branches go on, appends one line to the record's `.runs.jsonl`, and prints a summary table. A step
 already SUCCESS is never run again; one FAILED is rerun only with `force_run_failed`.
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from marin.execution.authoring import ExecutorStep
+from marin.execution.input_check import check_inputs
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.records import (
     dump_json,
@@ -108,8 +109,15 @@ class Executor:
         self.record_extra = record_extra or {}
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
-        """Every reachable step's output path. No I/O."""
+        """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
+        is a PlanError naming the step), input paths are not read (`check_inputs` and `run` do that)."""
         return plan_steps(steps, self.prefix).output_paths()
+
+    def check_inputs(self, steps: Sequence[ExecutorStep], run_only: Sequence[str] | None = None) -> None:
+        """Raises MissingInputError naming the step and field when a plain input path of a step that would run
+        is absent or not what its field needs. Reads storage (the steps' states, then the inputs)."""
+        plan = plan_steps(steps, self.prefix)
+        check_inputs(steps_to_run(self.decide(plan, run_only)))
 
     def plan_dag(self, steps: Sequence[ExecutorStep]) -> Plan:
         return plan_steps(steps, self.prefix)
@@ -186,6 +194,7 @@ class Executor:
         decisions = self.decide(
             plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed, explain_new=dry_run
         )
+        check_inputs(steps_to_run(decisions))
         if dry_run:
             print_plan(decisions, self.prefix)
             return RunResult(plan.output_paths())
@@ -361,6 +370,11 @@ class Executor:
                 p.relative_output_path,
                 detail,
             )
+
+
+def steps_to_run(decisions: list[StepDecision]) -> list[PlannedStep]:
+    """The steps a run would run (or wait for): those whose plain inputs are checked before it starts."""
+    return [d.planned for d in decisions if d.action in ("run", "wait")]
 
 
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:

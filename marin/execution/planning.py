@@ -11,7 +11,13 @@ path) and the inputs (`output_path_of`), and computes, dependencies first,
 so a step's hash changes exactly when one of its versioned fields or one of its upstream hashes
 changes, and never with the prefix. Nonblocking inputs appear as "PSEUDO_DEP[j]" and in
 "pseudo_dependencies". Two step objects with equal versions are one step; two different steps with
-one output path, a cycle, or a config that is not a dataclass are errors naming the step and field.
+one output path, a cycle, or a config that is neither a dataclass nor None are errors naming the step
+and field.
+
+Which fields are versioned: in a `StepConfig` (marin/step_config.py), every field its class does not
+declare otherwise, plain input paths included; in any other dataclass, only `versioned(...)` fields and
+`output_path_of(...)` inputs (Marin's rule). Planning also instantiates each config (markers replaced by
+plain values), which runs its `validate()`: a bad value is a PlanError naming the step.
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ from typing import Any
 
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue
 from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
+from marin.step_config import (
+    NEVER,
+    UNLESS_DEFAULT,
+    StepConfig,
+    field_default,
+    holds_placeholders,
+    input_spec,
+    version_rule,
+)
 from marin.storage.paths import join, protocol_of
 
 
@@ -42,6 +57,8 @@ class PlannedStep:
     relative_output_path: str
     dependencies: list[PlannedStep]
     pseudo_dependencies: list[PlannedStep]
+    config: Any = None
+    """The instantiated config (every marker a plain value), built and validated when planning."""
 
     @property
     def identity(self) -> str:
@@ -60,6 +77,8 @@ class Plan:
     by_step: dict[ExecutorStep, PlannedStep]
     step_records: dict[int, dict] = dataclasses.field(default_factory=dict)
     """Memo of each step's record (records.step_record), computed at most once per plan."""
+    roots: list[PlannedStep] | None = None
+    """The steps the experiment named (None: every step is one)."""
 
     def __getitem__(self, step: ExecutorStep) -> PlannedStep:
         return self.by_step[step]
@@ -76,13 +95,18 @@ class Plan:
         raise PlanError(f"no step named {name!r} in this experiment (steps: {names})")
 
     def select(self, run_only: Sequence[str] | None) -> list[PlannedStep]:
-        """The steps matching any `run_only` regex, plus everything they block on; all when None."""
+        """The steps matching any `run_only` regex (default: the steps the experiment named), plus everything
+        they block on. A step reached only through nonblocking inputs is hashed but not run (as in Marin):
+        name it, or block on it from another step, to run it."""
         if not run_only:
-            return list(self.steps)
-        patterns = [re.compile(p) for p in run_only]
-        wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
-        if not wanted:
-            raise PlanError(f"--run_only {list(run_only)} matches no step")
+            if self.roots is None:
+                return list(self.steps)
+            wanted = {id(p) for p in self.roots}
+        else:
+            patterns = [re.compile(p) for p in run_only]
+            wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
+            if not wanted:
+                raise PlanError(f"--run_only {list(run_only)} matches no step")
         stack = [p for p in self.steps if id(p) in wanted]
         while stack:
             for dep in stack.pop().dependencies:
@@ -133,13 +157,60 @@ def _walk(value: Any, path: str, step_name: str, versioned: dict, inputs: list) 
                 _walk(item, f"{path}.{name}" if path else name, step_name, versioned, inputs)
 
 
+def _walk_declared(config: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
+    """A StepConfig's fields: each in the version unless declared otherwise (marin/step_config.py)."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        sub = f"{path}.{f.name}" if path else f.name
+        rule = version_rule(f)
+        if rule == NEVER or (value is None and input_spec(f) is not None):
+            if type(value) not in _LEAVES:
+                _walk(value, sub, step_name, versioned, inputs)
+            continue
+        if rule == UNLESS_DEFAULT and not holds_placeholders(value) and value == field_default(f):
+            continue
+        _version_value(value, sub, step_name, versioned, inputs)
+
+
+def _version_value(value: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
+    """A versioned field's value: whole when it holds no marker; else its markers and plain parts by path."""
+    cls = type(value)
+    if cls is InputName:
+        inputs.append((path, value))
+    elif cls is VersionedValue or not holds_placeholders(value):
+        try:
+            versioned[path] = to_canonical(value.value if cls is VersionedValue else value, path)
+        except UnversionableValueError as exc:
+            raise PlanError(f"step {step_name!r}: versioned field {exc}") from None
+    elif cls is OutputName:
+        return
+    elif isinstance(value, StepConfig):
+        _walk_declared(value, path, step_name, versioned, inputs)
+    elif cls is list or cls is tuple:
+        for i, item in enumerate(value):
+            _version_value(item, f"{path}[{i}]", step_name, versioned, inputs)
+    elif cls is dict:
+        for key, item in value.items():
+            _version_value(item, f"{path}.{key}", step_name, versioned, inputs)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name in _field_names(cls):
+            _version_value(getattr(value, name), f"{path}.{name}", step_name, versioned, inputs)
+    else:
+        _walk(value, path, step_name, versioned, inputs)
+
+
 def _scan(step: ExecutorStep) -> tuple[dict, list]:
     config = step.config
-    if not dataclasses.is_dataclass(config) or isinstance(config, type):
-        raise PlanError(f"step {step.name!r}: config must be a dataclass instance, got {type(config).__name__}")
     versioned: dict = {}
     inputs: list = []
-    _walk(config, "", step.name, versioned, inputs)
+    if config is None:
+        return versioned, inputs
+    if not dataclasses.is_dataclass(config) or isinstance(config, type):
+        raise PlanError(f"step {step.name!r}: config must be a dataclass instance or None, got {type(config).__name__}")
+    if isinstance(config, StepConfig):
+        _walk_declared(config, "", step.name, versioned, inputs)
+    else:
+        _walk(config, "", step.name, versioned, inputs)
     return versioned, inputs
 
 
@@ -163,6 +234,7 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
     scans: dict[ExecutorStep, tuple[dict, list]] = {}
     visiting: set[ExecutorStep] = set()
 
+    steps = list(steps)
     for root in steps:
         if not isinstance(root, ExecutorStep):
             raise PlanError(f"steps must be ExecutorSteps, got {type(root).__name__}: {root!r:.80}")
@@ -205,9 +277,11 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
                         f"{planned.output_path!r}"
                     )
                 by_identity[key] = by_path[planned.output_path] = by_step[step] = planned
+                planned.config = _validated_config(planned, by_step)
                 order.append(planned)
                 continue
-    return Plan(prefix=prefix, steps=order, by_step=by_step)
+    roots = list({id(by_step[s]): by_step[s] for s in steps}.values())
+    return Plan(prefix=prefix, steps=order, by_step=by_step, roots=roots)
 
 
 def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix: str) -> PlannedStep:
@@ -234,15 +308,28 @@ def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix
     return PlannedStep(step, step.name, version, digest, output_path, rel, deps, pseudo)
 
 
+def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
+    """The step's instantiated config; a value its `validate()` refuses is a PlanError naming the step."""
+    try:
+        return _instantiate(planned, by_step)
+    except (ValueError, TypeError) as exc:
+        raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
+
+
 def instantiate_config(planned: PlannedStep, plan: Plan) -> Any:
     """The step's config with every marker replaced by a plain value (paths as strings)."""
+    if planned.config is None and planned.step.config is not None:
+        planned.config = _instantiate(planned, plan.by_step)
+    return planned.config
 
+
+def _instantiate(planned: PlannedStep, by_step: dict) -> Any:
     def resolve(value: Any) -> Any:
         cls = type(value)
         if cls is VersionedValue:
             return value.value
         if cls is InputName:
-            base = plan.by_step[value.step].output_path
+            base = by_step[value.step].output_path
             return join(base, value.name) if value.name else base
         if cls is OutputName:
             return join(planned.output_path, value.name) if value.name else planned.output_path

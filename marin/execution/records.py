@@ -80,7 +80,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         "output_path": planned.output_path,
         "relative_output_path": planned.relative_output_path,
         "fn": reference_of(planned.step.fn),
-        "config_type": reference_of(type(config)),
+        "config_type": reference_of(type(config)) if config is not None else None,
         "config_types": types,
         "config": config_json,
         "version": planned.version,

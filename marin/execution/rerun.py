@@ -22,7 +22,7 @@ from typing import Any
 
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, ResourceConfig, VersionedValue
 from marin.execution.inspect_prefix import load_record
-from marin.execution.planning import plan_steps
+from marin.execution.planning import PlanError, plan_steps
 from marin.execution.records import git_state, installed_packages
 from marin.execution.references import resolve_reference
 
@@ -139,7 +139,7 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
         name = entry.get("name", "?")
         try:
             fn = resolve_reference(entry["fn"])
-            cls = resolve_reference(entry["config_type"])
+            cls = resolve_reference(entry["config_type"]) if entry["config_type"] is not None else None
         except KeyError as exc:
             raise RerunError(f"step {name!r}: the record lacks {exc}") from None
         except ImportError as exc:
@@ -164,7 +164,7 @@ def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
                 _set_at(data, field_path, inp if tag == "DEP" else inp.nonblocking(), name)
             else:
                 _set_at(data, field_path, VersionedValue(recorded), name)
-        config = _build(cls, data, entry.get("config_types", {}), "", name)
+        config = _build(cls, data, entry.get("config_types", {}), "", name) if cls is not None else None
         resources = ResourceConfig(**entry["resources"]) if entry.get("resources") else None
         step = ExecutorStep(
             name,
@@ -247,4 +247,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
         )
     except ExecutorRunError:
         return 1
+    except PlanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -15,9 +15,12 @@ from marin.execution.authoring import ExecutorStep
 from marin.execution.step_runner import StepOutcome
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunResult(Mapping[ExecutorStep, str]):
-    """One run of an experiment: a mapping step -> output path, plus its record and outcomes."""
+    """One run of an experiment: a mapping step -> output path, plus its record and outcomes.
+
+    It compares equal to any mapping with the same steps and paths (a plain dict included).
+    """
 
     output_paths: dict[ExecutorStep, str]
     """Every reachable step's output folder."""

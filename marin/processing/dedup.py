@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    concrete,
     encode_documents,
     list_shards,
     read_documents,
@@ -36,6 +35,7 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.processing.shards import run_shards, worker_pool
+from marin.step_config import StepConfig, input_field, output_field, unversioned
 from marin.storage import delete, join, read_bytes, write_bytes
 
 logger = logging.getLogger(__name__)
@@ -56,12 +56,12 @@ class MinHashConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DedupConfig:
+class DedupConfig(StepConfig):
     """Deduplicate every shard under `input_path` into `output_path`."""
 
-    input_path: str
+    input_path: str = input_field("documents")
     """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
-    output_path: str
+    output_path: str = output_field()
     """Folder to write kept shards, stats.json and removed_ids.jsonl into."""
     exact: bool = True
     """Remove exact duplicates (normalized text) first."""
@@ -69,13 +69,13 @@ class DedupConfig:
     """MinHash near-duplicate removal; None: off."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
-    workers: int = 1
+    workers: int = unversioned(1)
     """Processes to run the per-shard and per-bucket stages with; the output does not depend on it."""
 
-    def __post_init__(self):
+    def validate(self) -> None:
         if self.workers < 1:
             raise ValueError(f"DedupConfig.workers must be >= 1, got {self.workers}")
-        if concrete(self.exact, self.fuzzy) and not self.exact and self.fuzzy is None:
+        if not self.exact and self.fuzzy is None:
             raise ValueError("DedupConfig: exact=False and fuzzy=None would remove nothing; enable one")
 
 

@@ -44,15 +44,6 @@ class ReadReport:
     skipped: Counter = field(default_factory=Counter)
 
 
-def concrete(*values) -> bool:
-    """False while a config still holds executor placeholders (versioned(...), output_path_of(...)).
-
-    Config validation runs when the executor builds a step too, before placeholders are filled in;
-    checks on such fields wait for the instantiated config, whose `__post_init__` runs again.
-    """
-    return not any(type(v).__module__.startswith("marin.execution") for v in values)
-
-
 def shard_name(index: int) -> str:
     return f"part-{index:05d}.jsonl.gz"
 

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    concrete,
     encode_documents,
     list_shards,
     read_documents,
@@ -33,6 +32,13 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.processing.shards import run_shards
+from marin.step_config import (
+    StepConfig,
+    input_field,
+    output_field,
+    unversioned,
+    versioned_unless_default,
+)
 from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)
@@ -125,7 +131,7 @@ class FineWebQualityConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LanguageConfig:
+class LanguageConfig(StepConfig):
     """Datatrove's LanguageFilter with the bundled fastText lid.176 model."""
 
     languages: tuple[str, ...] | None = ("en",)
@@ -133,9 +139,7 @@ class LanguageConfig:
     threshold: float = 0.65
     """A document is kept when a wanted language scores above this."""
 
-    def __post_init__(self):
-        if not concrete(self.languages, self.threshold):
-            return
+    def validate(self) -> None:
         if not 0.0 <= self.threshold < 1.0:
             raise ValueError(f"LanguageConfig.threshold must be in [0, 1), got {self.threshold}")
         if self.languages is not None and (isinstance(self.languages, str) or not self.languages):
@@ -145,15 +149,16 @@ class LanguageConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FilterConfig:
+class FilterConfig(StepConfig):
     """Filter every shard under `input_path` into `output_path`."""
 
-    input_path: str
+    input_path: str = input_field("documents")
     """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
-    output_path: str
+    output_path: str = output_field()
     """Folder to write kept shards, stats.json and removed_sample.jsonl.gz into."""
-    language: LanguageConfig | None = None
-    """Language identification (fastText lid.176, offline); None: off."""
+    language: LanguageConfig | None = versioned_unless_default(None)
+    """Language identification (fastText lid.176, offline); None: off (and then not in the hash, as before
+    the language filter existed)."""
     gopher_quality: GopherQualityConfig | None = GopherQualityConfig()
     """Gopher quality heuristics; None: off."""
     gopher_repetition: GopherRepetitionConfig | None = GopherRepetitionConfig()
@@ -162,14 +167,14 @@ class FilterConfig:
     """C4 heuristics (edit kept text); None: off."""
     fineweb_quality: FineWebQualityConfig | None = None
     """FineWeb heuristics; None: off."""
-    removed_sample_size: int = 20
+    removed_sample_size: int = versioned_unless_default(20)
     """How many removed documents to keep in removed_sample.jsonl.gz."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
-    workers: int = 1
+    workers: int = unversioned(1)
     """Processes to filter shards with; the output does not depend on it."""
 
-    def __post_init__(self):
+    def validate(self) -> None:
         if self.removed_sample_size < 0:
             raise ValueError(f"FilterConfig.removed_sample_size must be >= 0, got {self.removed_sample_size}")
         if self.workers < 1:

@@ -40,7 +40,6 @@ from tqdm import tqdm
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    concrete,
     list_shards,
     read_documents,
     read_json_many,
@@ -48,7 +47,8 @@ from marin.processing.documents import (
 )
 from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
 from marin.processing.shards import pending_shards, run_shards
-from marin.storage import delete, join, portable_path, read_bytes, write_bytes, write_volatile_list
+from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.storage import delete, exists, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -57,33 +57,31 @@ PARTS = ".parts"
 
 
 @dataclass(frozen=True, kw_only=True)
-class TokenizeConfig:
+class TokenizeConfig(StepConfig):
     """Tokenize `input_path` (and `validation_path`) into Levanter caches under `output_path`."""
 
-    input_path: str
+    input_path: str = input_field("documents")
     """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
-    tokenizer: str
+    tokenizer: str = input_field("tokenizer folder", holds_any=("tokenizer.json", "tokenizer_config.json"))
     """A transformers tokenizer folder (a train_tokenizer step's output, or any path)."""
-    output_path: str
+    output_path: str = output_field()
     """Folder for train/, validation/, stats.json and tokenize_info.json."""
-    validation_path: str | None = None
+    validation_path: str | None = input_field("documents", default=None)
     """Documents for the validation split; when set, every input document is train."""
     validation_fraction: float = 0.05
     """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
-    batch_size: int = 1024
-    """Documents per tokenizer call."""
-    skip_bad_documents: bool = False
+    batch_size: int = unversioned(1024)
+    """Documents per tokenizer call (the output does not depend on it)."""
+    skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
-    workers: int = 1
+    workers: int = unversioned(1)
     """Processes tokenizing input shards in parallel (1: inline). The output does not depend on it."""
 
-    def __post_init__(self):
+    def validate(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
         if self.workers < 1:
             raise ValueError(f"TokenizeConfig.workers must be >= 1, got {self.workers}")
-        if not concrete(self.validation_fraction, self.validation_path):
-            return
         if not 0.0 <= self.validation_fraction < 1.0:
             raise ValueError(f"TokenizeConfig.validation_fraction must be in [0, 1), got {self.validation_fraction}")
         if self.validation_path is not None and self.validation_fraction != 0.0:
@@ -238,6 +236,11 @@ def tokenize(config: TokenizeConfig) -> dict:
     inputs = list_shards(config.input_path)
     val_inputs = list_shards(config.validation_path) if config.validation_path else []
     parts_root = join(config.output_path, PARTS)
+    if not any(exists(join(config.tokenizer, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise FileNotFoundError(
+            f"TokenizeConfig.tokenizer: {config.tokenizer} is not a tokenizer folder "
+            "(no tokenizer.json or tokenizer_config.json)"
+        )
     encoder = LevanterEncoder(config.tokenizer)
     tasks = [
         (path, config.validation_fraction, join(parts_root, _part_name("input", i))) for i, path in enumerate(inputs)

@@ -23,23 +23,23 @@ from dataclasses import dataclass
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
-    concrete,
     list_shards,
     read_documents,
     write_json,
 )
+from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import join
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainTokenizerConfig:
+class TrainTokenizerConfig(StepConfig):
     """Train a byte-level BPE on the documents under `input_path`."""
 
-    input_path: str
+    input_path: str = input_field("documents")
     """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
-    output_path: str
+    output_path: str = output_field()
     """Folder to save the tokenizer into (a transformers tokenizer folder)."""
     vocab_size: int = 1024
     """Vocabulary size, special tokens and the 256 byte symbols included."""
@@ -53,12 +53,10 @@ class TrainTokenizerConfig:
     """More special tokens to reserve, after bos and eos."""
     max_documents: int | None = None
     """Train on at most this many documents (in shard order); None: all."""
-    skip_bad_documents: bool = False
+    skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
 
-    def __post_init__(self):
-        if not concrete(self.vocab_size, self.extra_special_tokens, self.bos_token, self.eos_token):
-            return
+    def validate(self) -> None:
         reserved = 256 + 2 + len(self.extra_special_tokens)
         if self.vocab_size <= reserved:
             raise ValueError(

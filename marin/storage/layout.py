@@ -190,12 +190,12 @@ class StepRecord(_Record):
     """The output path relative to the prefix: `<name>-<hash>` unless the step fixed its path."""
     fn: str = ""
     """`module:qualname` or `path/to/script.py:qualname`."""
-    config_type: str = ""
-    """The config's dataclass, named like `fn`."""
+    config_type: str | None = None
+    """The config's dataclass, named like `fn` (None for a step with `config=None`)."""
     config_types: dict | None = None
     """Dotted field path -> dataclass of each nested config."""
-    config: dict = dataclasses.field(default_factory=dict)
-    """The instantiated config (markers replaced by plain values)."""
+    config: dict | None = None
+    """The instantiated config (markers replaced by plain values); None for `config=None`."""
     version: dict = dataclasses.field(default_factory=dict)
     """What was hashed: name, versioned fields and inputs, dependencies."""
     dependencies: list | None = None

@@ -13,23 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+
 _LR_SCHEDULES = ("constant", "cosine", "linear", "inv_sqrt")
 _PRECISIONS = ("f32", "bf16")
 _WANDB_MODES = ("offline", "online", "disabled")
-
-
-def has_placeholders(config) -> bool:
-    """True while an experiment still holds markers (versioned, output_path_of, ...) in `config`'s fields:
-    validation then waits for the executor, which rebuilds the config from plain values (and so checks it)."""
-
-    def marked(value) -> bool:
-        if isinstance(value, dict):
-            return any(marked(v) for v in value.values())
-        if isinstance(value, list | tuple):
-            return any(marked(v) for v in value)
-        return type(value).__module__.startswith("marin.execution")
-
-    return any(marked(getattr(config, f)) for f in config.__dataclass_fields__)
 
 
 def _positive(owner: str, **values: int | float) -> None:
@@ -39,7 +27,7 @@ def _positive(owner: str, **values: int | float) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class LlamaModelConfig:
+class LlamaModelConfig(StepConfig):
     """A Llama-family decoder (Levanter's `LlamaConfig`), sized by the fields below."""
 
     seq_len: int = 128
@@ -59,9 +47,7 @@ class LlamaModelConfig:
     rope_theta: float = 10000.0
     """Base of the rotary position embedding."""
 
-    def __post_init__(self) -> None:
-        if has_placeholders(self):
-            return
+    def validate(self) -> None:
         _positive(
             "model",
             seq_len=self.seq_len,
@@ -99,7 +85,7 @@ class LlamaModelConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimizerConfig:
+class OptimizerConfig(StepConfig):
     """AdamW with a warmup, then a decay to `min_lr_ratio` of the peak (Levanter's `AdamConfig`)."""
 
     learning_rate: float = 3e-3
@@ -121,9 +107,7 @@ class OptimizerConfig:
     min_lr_ratio: float = 0.1
     """Final learning rate as a fraction of the peak."""
 
-    def __post_init__(self) -> None:
-        if has_placeholders(self):
-            return
+    def validate(self) -> None:
         _positive("optimizer", learning_rate=self.learning_rate)
         if self.lr_schedule not in _LR_SCHEDULES:
             raise ValueError(f"optimizer.lr_schedule must be one of {_LR_SCHEDULES}, got {self.lr_schedule!r}")
@@ -134,16 +118,18 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class TrainConfig(StepConfig):
     """One training run (or one phase of a multi-phase run) of a Llama model on tokenized data."""
 
-    data: dict[str, str]
+    data: dict[str, str] = input_field("tokenized dataset", holds_any=("train", "validation"))
     """Tokenized datasets by name: each value is a tokenize step's output (holding `train/`, `validation/`)."""
-    output_path: str
+    output_path: str = output_field()
     """This step's folder: `checkpoints/`, `hf/`, `metrics.jsonl`, `wandb/`, `train_info.json`, `phase.json`."""
-    weights: dict[str, float] | None = None
+    weights: dict[str, float] | None = versioned_unless_default(None)
     """Mixture weights by dataset name (normalised); None means one dataset, or equal weights."""
-    tokenizer: str | None = None
+    tokenizer: str | None = input_field(
+        "tokenizer folder", holds_any=("tokenizer.json", "tokenizer_config.json"), default=None
+    )
     """Tokenizer folder; None reads it from the first dataset's `tokenize_info.json`."""
     model: LlamaModelConfig = field(default_factory=LlamaModelConfig)
     """The model."""
@@ -155,37 +141,35 @@ class TrainConfig:
     """Optimizer steps of this run (of this phase, for a phase)."""
     seed: int = 0
     """Seed of the model initialisation, the data order and the mixture."""
-    epochs: int = 0
+    epochs: int = versioned_unless_default(0)
     """One dataset: 0 allows a single pass (too little data is an error before training); k > 0 allows up to
     k passes. A mixture restarts exhausted datasets and ignores this."""
-    initialize_from: str | None = None
+    initialize_from: str | None = input_field("train output", default=None)
     """A previous train step's output: start from its final parameters with a fresh optimizer and schedule."""
-    checkpoint_every_steps: int = 1000
+    checkpoint_every_steps: int = versioned_unless_default(1000)
     """Keep a checkpoint every this many steps (the final step is always kept)."""
-    checkpoint_every_minutes: float = 10.0
+    checkpoint_every_minutes: float = unversioned(10.0)
     """Also write a temporary checkpoint (replaced by the next one) after this many minutes."""
-    steps_per_eval: int = 0
+    steps_per_eval: int = versioned_unless_default(0)
     """Evaluate on the validation splits every this many steps (logged to metrics.jsonl); 0: never."""
-    max_eval_batches: int | None = 8
+    max_eval_batches: int | None = versioned_unless_default(8)
     """Batches per validation set at each in-training evaluation; None: the whole set."""
-    per_device_parallelism: int = -1
+    per_device_parallelism: int = versioned_unless_default(-1)
     """Sequences per device per forward pass (gradient accumulation when smaller); -1: the whole batch."""
-    precision: str = "f32"
+    precision: str = versioned_unless_default("f32")
     """f32, or bf16 (parameters in f32, compute in bfloat16)."""
-    hf_export: bool = True
+    hf_export: bool = versioned_unless_default(True)
     """Write the final model as a Hugging Face checkpoint under `hf/step-<N>/`."""
-    wandb_mode: str = "offline"
+    wandb_mode: str = unversioned("offline")
     """offline (run folder under `wandb/` in the output), online (needs credentials) or disabled."""
-    wandb_project: str = "marin"
+    wandb_project: str = unversioned("marin")
     """W&B project."""
-    wandb_entity: str | None = None
+    wandb_entity: str | None = unversioned(None)
     """W&B entity (user or team); None: the default of the credentials."""
-    require_accelerator: bool = False
+    require_accelerator: bool = unversioned(False)
     """Fail instead of training on the CPU when no GPU/TPU is visible."""
 
-    def __post_init__(self) -> None:
-        if has_placeholders(self):
-            return
+    def validate(self) -> None:
         if not self.data:
             raise ValueError("train.data must name at least one tokenized dataset")
         _positive(
