@@ -26,7 +26,7 @@ from marin.execution.records import (
     dump_json,
     experiment_hash,
     experiment_record,
-    git_state,
+    run_provenance,
     step_record,
     utc_now,
     who,
@@ -169,13 +169,25 @@ class Executor:
     ) -> dict[ExecutorStep, str]:
         """Runs what is missing; returns every reachable step's output path; raises on failures."""
         plan = plan_steps(steps, self.prefix)
-        decisions = self.decide(plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed)
+        decisions = self.decide(plan, run_only, force_run_failed, rerun_code_changed, check_code=True)
         if dry_run:
             print_plan(decisions, self.prefix)
             return plan.output_paths()
+        changed = [d.planned.name for d in decisions if d.reason.endswith("code changed since")]
+        if changed:
+            logger.warning(
+                "the code behind %d succeeded step(s) changed since they ran (kept; --rerun_code_changed "
+                "reruns them): %s",
+                len(changed),
+                ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else ""),
+            )
         record_path = self.record_path(plan)
         self.last_record_path = record_path
         started = utc_now()
+        from marin.storage import exists
+
+        store = any(d.action != "skip" for d in decisions) or not exists(record_path)
+        self._run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
         self._write_record(plan, record_path)
         outcomes = self._execute(plan, decisions, force_run_failed)
         self._append_run(record_path, plan, outcomes, started)
@@ -194,7 +206,7 @@ class Executor:
 
         if exists(record_path):
             return
-        record = experiment_record(plan, self.experiment_name, self.script, self.description)
+        record = experiment_record(plan, self.experiment_name, self.script, self.description, self._run)
         record.update(self.record_extra)
         if create_if_absent(record_path, dump_json(record)) is not None:
             logger.info("experiment record: %s", record_path)
@@ -202,13 +214,13 @@ class Executor:
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str) -> None:
         identity = who()
         line = {
-            "run_id": uuid.uuid4().hex,
+            "run_id": self._run["run_id"],
             "user": identity["user"],
             "host": identity["host"],
             "command": identity["command"],
             "started": started,
             "ended": utc_now(),
-            "git": git_state(),
+            "git": self._run["git"],
             "prefix": self.prefix,
             "backend": self.backend_kind,
             **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
@@ -322,7 +334,7 @@ class Executor:
             output_path=p.output_path,
             fn=p.step.fn,
             config=instantiate_config(p, plan),
-            info=step_record(p, plan),
+            info={**step_record(p, plan), "run": self._run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun_succeeded,

@@ -24,7 +24,7 @@ from marin.execution.authoring import ExecutorStep, InputName, OutputName, Resou
 from marin.execution.inspect_prefix import load_record
 from marin.execution.planning import plan_steps
 from marin.execution.records import git_state, installed_packages
-from marin.execution.references import resolve_reference
+from marin.execution.references import resolve_reference, ship_scripts_by_value
 
 logger = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def environment_warnings(record: dict) -> list[str]:
     return warnings
 
 
-def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
+def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "recorded") -> int:
     """`marin rerun RECORD --prefix P [--dry_run] [--run_only ...] [--force_run_failed] [--rerun_code_changed] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
     from marin.execution.main import configure_logging, parse_main_args
@@ -227,6 +227,8 @@ def rerun_main(record_path: str, prefix: str, args: list[str]) -> int:
     warnings = environment_warnings(record)
     for w in warnings:
         logger.warning("rerun: %s", w)
+    if cfg.backend == "ray":
+        ship_scripts_by_value()
     executor = Executor(
         prefix,
         backend=cfg.backend,
