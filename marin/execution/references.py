@@ -168,7 +168,9 @@ def resolve_reference(ref: str, root: str | None = None) -> Any:
     if not sep or not target or not qualname:
         raise ImportError(f"malformed code reference {ref!r}: expected 'module:qualname' or 'path.py:qualname'")
     if target.endswith(".py"):
-        path = target if os.path.isabs(target) else os.path.join(root or project_root(), target)
+        path = _SCRIPT_OVERRIDES.get(target) or (
+            target if os.path.isabs(target) else os.path.join(root or project_root(), target)
+        )
         if not os.path.exists(path):
             raise ImportError(f"cannot find {ref!r}: script {path} does not exist")
         module = _load_script(os.path.abspath(path), target)
@@ -183,6 +185,19 @@ def resolve_reference(ref: str, root: str | None = None) -> Any:
             raise ImportError(f"cannot find {qualname!r} in {target!r} (for {ref!r})")
         obj = getattr(obj, part)
     return obj
+
+
+_SCRIPT_OVERRIDES: dict[str, str] = {}
+"""A script's path as references spell it -> the file to load it from instead (a rerun's stored source)."""
+
+
+def use_script_source(target: str, local_file: str) -> None:
+    """Load references to the script `target` from `local_file`; they keep naming `target`."""
+    _SCRIPT_OVERRIDES[target] = local_file
+
+
+def script_override(target: str) -> str | None:
+    return _SCRIPT_OVERRIDES.get(target)
 
 
 _SCRIPT_TARGETS: dict[str, str] = {}
