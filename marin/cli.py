@@ -123,7 +123,7 @@ def cmd_rerun(ns) -> int:
 def cmd_verify(ns) -> int:
     from marin.execution.verify import verify_main
 
-    return verify_main(ns.a, ns.b, ns.steps)
+    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only)
 
 
 def cmd_browse(ns) -> int:
@@ -189,10 +189,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
     p.set_defaults(fn=cmd_rerun, args=[])
 
-    p = sub.add_parser("verify", help="compare two runs of one experiment, step by step")
-    p.add_argument("a")
-    p.add_argument("b")
+    p = sub.add_parser(
+        "verify",
+        help="compare two runs of one experiment, step by step",
+        description="Compare two runs step by step, file by file. By default every file of both runs is hashed "
+        "again and checked against its own step's manifest (a file changed after SUCCESS is named).",
+    )
+    p.add_argument("a", help="a record, or a prefix")
+    p.add_argument("b", help="a record, or a prefix")
     p.add_argument("--steps", default=None, help="only steps whose names match this regex")
+    p.add_argument(
+        "--manifests_only",
+        action="store_true",
+        help="compare the manifests without hashing the files again (fast; trusts that nothing changed since)",
+    )
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("browse", help="a read-only web page over outputs")
