@@ -6,19 +6,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from marin.storage import read_bytes
 from tests.cli_support import REPO, marin
+from tests.code_lab import make_lab, marin_in, record_of
 
 HELLO = os.path.join(REPO, "experiments", "tutorial", "hello_world.py")
-
-
-def _record_of(result: subprocess.CompletedProcess) -> str:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return [line.split("record: ", 1)[1] for line in result.stdout.splitlines() if line.startswith("record: ")][-1]
 
 
 def _fns(record: str) -> list[str]:
@@ -27,9 +22,9 @@ def _fns(record: str) -> list[str]:
 
 def test_hello_world_reruns_of_reruns_verify_identical_on_the_local_backend(prefix):
     a, b, c = (prefix + "/" + name for name in "ABC")
-    record_a = _record_of(marin("run", HELLO, "--prefix", a, "--backend", "local"))
-    record_b = _record_of(marin("rerun", record_a, "--prefix", b, "--backend", "local"))
-    record_c = _record_of(marin("rerun", record_b, "--prefix", c, "--backend", "local"))
+    record_a = record_of(marin("run", HELLO, "--prefix", a, "--backend", "local"))
+    record_b = record_of(marin("rerun", record_a, "--prefix", b, "--backend", "local"))
+    record_c = record_of(marin("rerun", record_b, "--prefix", c, "--backend", "local"))
     expected = ["experiments/tutorial/hello_world.py:generate", "experiments/tutorial/hello_world.py:compute_stats"]
     assert _fns(record_a) == _fns(record_b) == _fns(record_c) == expected
     verify = marin("verify", record_a, record_c)
@@ -41,9 +36,9 @@ def test_hello_world_reruns_of_reruns_verify_identical_on_a_ray_cluster(ray_clus
     """The workers belong to a cluster started elsewhere: they never imported the rerun's script module."""
     address = ray_cluster.get_runtime_context().gcs_address
     a, b, c = (str(tmp_path / name) for name in "ABC")
-    record_a = _record_of(marin("run", HELLO, "--prefix", a, "--ray_address", address))
-    record_b = _record_of(marin("rerun", record_a, "--prefix", b, "--ray_address", address))
-    record_c = _record_of(marin("rerun", record_b, "--prefix", c, "--ray_address", address))
+    record_a = record_of(marin("run", HELLO, "--prefix", a, "--ray_address", address))
+    record_b = record_of(marin("rerun", record_a, "--prefix", b, "--ray_address", address))
+    record_c = record_of(marin("rerun", record_b, "--prefix", c, "--ray_address", address))
     assert _fns(record_c) == _fns(record_a)
     verify = marin("verify", record_a, record_c)
     assert verify.returncode == 0 and "all steps identical" in verify.stdout, verify.stdout
@@ -53,7 +48,7 @@ def test_rerun_help_documents_its_flags_and_passes_them_on(tmp_path):
     help_text = marin("rerun", "--help").stdout
     for flag in ("--prefix", "--code", "--backend", "--ray_address", "--max_concurrent", "--dry_run", "--run_only"):
         assert flag in help_text, flag
-    record = _record_of(marin("run", HELLO, "--prefix", str(tmp_path / "A"), "--backend", "local"))
+    record = record_of(marin("run", HELLO, "--prefix", str(tmp_path / "A"), "--backend", "local"))
     rerun = marin("rerun", record, "--prefix", str(tmp_path / "B"), "--backend", "local", "--max_concurrent", "1")
     (line,) = (tmp_path / "B" / "experiments").glob("*.runs.jsonl")
     assert rerun.returncode == 0 and json.loads(line.read_text())["backend"] == "local"
@@ -61,60 +56,14 @@ def test_rerun_help_documents_its_flags_and_passes_them_on(tmp_path):
     assert bad.returncode == 2 and "--max_concurrent" in bad.stderr
 
 
-EXPERIMENT = '''
-import json, os
-from dataclasses import dataclass
-from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, versioned
-from helper import scale
-
-
-@dataclass(frozen=True)
-class MakeConfig:
-    n: int = 3
-    """How many numbers."""
-    output_path: str = THIS_OUTPUT_PATH
-    """Where numbers.json goes."""
-
-
-def make(config):
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "numbers.json"), "w") as f:
-        json.dump([scale(i) for i in range(config.n)], f)
-
-
-step = ExecutorStep("t/make", make, MakeConfig(n=versioned(4)))
-if __name__ == "__main__":
-    executor_main(steps=[step])
-'''
-
-GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
-
-
-def marin_in(cwd, *args: str) -> subprocess.CompletedProcess:
-    """`marin ARGS` run from `cwd` (a checkout of its own), with marin importable from this repository."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), REPO]))
-    return subprocess.run(
-        [sys.executable, "-m", "marin.cli", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
-    )
-
-
 @pytest.fixture
 def lab(tmp_path):
-    """A git repository with a committed helper, then a tracked change to it and an untracked script."""
-    repo = tmp_path / "lab"
-    repo.mkdir()
-    subprocess.run([*GIT, "init", "-q", str(repo)], check=True)
-    (repo / "helper.py").write_text("def scale(x):\n    return x * 2\n")
-    subprocess.run([*GIT, "-C", str(repo), "add", "helper.py"], check=True)
-    subprocess.run([*GIT, "-C", str(repo), "commit", "-q", "-m", "helper"], check=True)
-    (repo / "helper.py").write_text("def scale(x):\n    return x * 3\n")
-    (repo / "exp.py").write_text(EXPERIMENT)
-    return repo
+    return make_lab(tmp_path)
 
 
 def test_a_published_record_reruns_from_a_fresh_clone_with_the_stored_patch(lab, prefix, tmp_path):
     a, b, c = (prefix + "/" + name for name in "ABC")
-    record_a = _record_of(marin_in(lab, "run", "exp.py", "--prefix", a, "--backend", "local"))
+    record_a = record_of(marin_in(lab, "run", "exp.py", "--prefix", a, "--backend", "local"))
     git = json.loads(read_bytes(record_a))["git"]
     assert git["dirty"] is True and git["untracked"] == ["exp.py"], git
     patch = read_bytes(a + "/" + git["patch"])
@@ -124,9 +73,9 @@ def test_a_published_record_reruns_from_a_fresh_clone_with_the_stored_patch(lab,
     subprocess.run(["git", "clone", "-q", str(lab), str(clone)], check=True)
     assert not (clone / "exp.py").exists()
     rerun = marin_in(clone, "rerun", record_a, "--prefix", b, "--backend", "local")
-    record_b = _record_of(rerun)
+    record_b = record_of(rerun)
     assert "running the recorded code (commit " in rerun.stderr and git["patch"] in rerun.stderr
-    record_c = _record_of(marin_in(clone, "rerun", record_b, "--prefix", c, "--backend", "local"))
+    record_c = record_of(marin_in(clone, "rerun", record_b, "--prefix", c, "--backend", "local"))
     assert _fns(record_c) == _fns(record_a) == ["exp.py:make"]
     assert json.loads(read_bytes(record_c))["git"]["patch_sha256"] == git["patch_sha256"]
     verify = marin("verify", record_a, record_c)
@@ -134,7 +83,7 @@ def test_a_published_record_reruns_from_a_fresh_clone_with_the_stored_patch(lab,
 
 
 def test_rerun_warns_before_running_when_the_code_differs_from_the_record(lab, tmp_path):
-    record = _record_of(marin_in(lab, "run", "exp.py", "--prefix", str(tmp_path / "A"), "--backend", "local"))
+    record = record_of(marin_in(lab, "run", "exp.py", "--prefix", str(tmp_path / "A"), "--backend", "local"))
     (lab / "helper.py").write_text("def scale(x):\n    return x * 5\n")
     here = marin_in(lab, "rerun", record, "--prefix", str(tmp_path / "B"), "--backend", "local", "--code", "checkout")
     assert here.returncode == 0, here.stderr

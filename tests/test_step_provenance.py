@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from marin.storage import exists, read_bytes
-from tests.test_rerun_chain import GIT, marin_in
+from tests.code_lab import GIT, marin_in
 
 TWO_STEPS = '''
 import json, os

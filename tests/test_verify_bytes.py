@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 
 from marin.storage import read_bytes, write_bytes
-from tests.cli_support import marin
-from tests.test_rerun_chain import HELLO, _record_of
+from tests.cli_support import REPO, marin
+from tests.code_lab import record_of
+
+HELLO = f"{REPO}/experiments/tutorial/hello_world.py"
 
 
 def test_verify_names_a_file_overwritten_behind_its_manifest(prefix):
-    record_a = _record_of(marin("run", HELLO, "--prefix", prefix + "/A", "--backend", "local"))
-    record_b = _record_of(marin("run", HELLO, "--prefix", prefix + "/B", "--backend", "local"))
+    record_a = record_of(marin("run", HELLO, "--prefix", prefix + "/A", "--backend", "local"))
+    record_b = record_of(marin("run", HELLO, "--prefix", prefix + "/B", "--backend", "local"))
     stats = next(s for s in json.loads(read_bytes(record_b))["steps"] if s["name"] == "hello/stats")
     path = f"{prefix}/B/{stats['relative_output_path']}/stats.json"
     original = read_bytes(path)
@@ -63,14 +65,14 @@ if __name__ == "__main__":
 def test_verify_compares_the_losses_in_volatile_metrics_but_not_the_timings(tmp_path):
     script = tmp_path / "metrics_exp.py"
     script.write_text(METRICS)
-    record_a = _record_of(marin("run", str(script), "--prefix", str(tmp_path / "A"), "--backend", "local"))
-    record_b = _record_of(marin("run", str(script), "--prefix", str(tmp_path / "B"), "--backend", "local"))
+    record_a = record_of(marin("run", str(script), "--prefix", str(tmp_path / "A"), "--backend", "local"))
+    record_b = record_of(marin("run", str(script), "--prefix", str(tmp_path / "B"), "--backend", "local"))
     same = marin("verify", record_a, record_b)
     assert same.returncode == 0, same.stdout
     assert "1 compared without timings" in same.stdout
 
     env = {"LOSS_BUMP": "0.25"}
-    record_c = _record_of(marin("run", str(script), "--prefix", str(tmp_path / "C"), "--backend", "local", env=env))
+    record_c = record_of(marin("run", str(script), "--prefix", str(tmp_path / "C"), "--backend", "local", env=env))
     other = marin("verify", record_a, record_c)
     assert other.returncode == 1, other.stdout
     assert "metrics.jsonl (volatile): first differs at training step 2: loss 3.0 vs 3.25" in other.stdout

@@ -130,7 +130,7 @@ class CheckoutState:
         }
 
 
-def checkout_state(files: Sequence[str] = ()) -> CheckoutState:
+def checkout_state(files: Sequence[str] = (), root: str | None = None) -> CheckoutState:
     """The git state of the project checkout; `files` (absolute paths) that git does not track make it dirty
     and are added to the patch, so that a checkout of the commit plus the patch holds all of them.
 
@@ -139,7 +139,7 @@ def checkout_state(files: Sequence[str] = ()) -> CheckoutState:
     first record stands for all of its runs. A tree without `.git` that holds a git state file (a
     `marin submit` upload, a rerun's materialized checkout) reports the state written there.
     """
-    root = project_root()
+    root = root or project_root()
     wanted = tuple(sorted({os.path.relpath(f, root) for f in files if f.startswith(root + os.sep)}))
     key = (root, wanted)
     if key not in _GIT_STATES:
