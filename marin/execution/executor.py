@@ -127,10 +127,12 @@ class Executor:
         states = read_statuses([p.output_path for p in selected])
         fingerprints: dict[int, str | None] = {}
         if check_code or rerun_code_changed:
+            import orjson
+
             done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
             for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
                 try:
-                    fingerprints[id(p)] = json.loads(data)["code_fingerprint"] if data else None
+                    fingerprints[id(p)] = orjson.loads(data)["code_fingerprint"] if data else None
                 except (ValueError, KeyError):
                     fingerprints[id(p)] = None
         decisions = []

@@ -10,7 +10,7 @@ loaded scripts to its workers by value (`ship_scripts_by_value`), as cloudpickle
 
 The code fingerprint is sha256 over the function's source, its module's source and the source of every
 project module that module imports, transitively (project files only: under the project root and
-outside virtual environments). It is recorded in `.executor_info` so that a run and `marin plan` can say
+outside virtual environments; not the executor's own package, see NOT_STEP_CODE). It is recorded in `.executor_info` so that a run and `marin plan` can say
 when the code behind an existing output has changed, even when the change is in a helper module.
 """
 
@@ -153,8 +153,17 @@ def _direct_imports(file: str, package: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(found.items()))
 
 
+NOT_STEP_CODE = ("marin.execution", "marin.storage")
+"""Packages whose changes are not a step's code change: the executor (hashing, scheduling, records) and the
+storage layer under it are imported by every experiment, and following them would flag every output as
+made by other code after any edit to the plumbing. The step library (marin.processing, marin.training,
+marin.sharding, ...) is followed."""
+
+
 def _locate(module: str) -> tuple[str, str] | None:
     """The project file of `module` and the package its relative imports resolve against, or None."""
+    if any(module == name or module.startswith(name + ".") for name in NOT_STEP_CODE):
+        return None
     base = os.path.join(project_root(), *module.split("."))
     for path, package in ((os.path.join(base, "__init__.py"), module), (base + ".py", module.rpartition(".")[0])):
         if os.path.isfile(path) and is_project_file(path):

@@ -10,8 +10,8 @@ prefix says nothing about bytes). Exit 0 only when every step compared is identi
 differs or is missing, 2 when the arguments or records cannot be used.
 
 Verify proves bytes, not bookkeeping: by default it also hashes every file of every compared step again
-and compares it with that step's own manifest, so a file overwritten (or added, or deleted) after its
-step succeeded is named, on the side where it happened. `--manifests_only` skips the rehash (it reads
+(volatile files aside) and compares it with that step's own manifest, so a file overwritten (or added,
+or deleted) after its step succeeded is named, on the side where it happened. `--manifests_only` skips the rehash (it reads
 every output byte on both sides) and trusts the manifests.
 
 Volatile files (a step's `volatile_files.txt`) are not compared byte for byte, but what is deterministic
@@ -76,9 +76,12 @@ def _manifests(prefix: str, steps: list[dict]) -> tuple[list[str], list[dict | N
 
 
 def rehash_mismatches(output: str, manifest: dict) -> list[str]:
-    """The files under `output` whose bytes no longer match its own manifest (changed, deleted, added)."""
-    recorded = {f["path"]: f for f in manifest.get("files", [])}
-    now = {f["path"]: f for f in compute_manifest(output)["files"]}
+    """The files under `output` whose bytes no longer match its own manifest (changed, deleted, added).
+
+    Volatile files are left out: some are written by background services after the step ended (W&B's
+    core process appends to its debug log), which is what declaring them volatile allows."""
+    recorded = {f["path"]: f for f in manifest.get("files", []) if not f.get("volatile")}
+    now = {f["path"]: f for f in compute_manifest(output)["files"] if not f.get("volatile")}
     problems = []
     for path in sorted(set(recorded) | set(now)):
         before, after = recorded.get(path), now.get(path)
