@@ -82,3 +82,15 @@ def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
     lines = [json.loads(line) for line in open(executor.last_record_path[: -len(".json")] + ".runs.jsonl")]
     assert record["git"]["commit"] == commit and record["git"]["dirty"] is True
     assert [line["git"] for line in lines] == [record["git"]] * 2
+
+
+def test_an_untracked_file_the_experiment_needs_makes_the_checkout_dirty(tmp_path, monkeypatch):
+    checkout = tmp_path / "repo"
+    commit = make_checkout(checkout)
+    (checkout / "mine.py").write_text("print('not committed')\n")
+    (checkout / "unrelated.txt").write_text("scratch\n")
+    monkeypatch.chdir(checkout)
+    assert records.git_state()["dirty"] is False
+    state = records.checkout_state([str(checkout / "mine.py")])
+    assert state.commit == commit and state.dirty is True and state.untracked == ("mine.py",)
+    assert b"+++ b/mine.py" in state.patch and b"unrelated" not in state.patch

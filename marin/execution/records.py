@@ -235,28 +235,28 @@ CODE_FOLDER = "experiments/code"
 `<sha256>.py` for scripts outside the checkout, `<sha256>.environment.json`)."""
 
 
-def store_blob(prefix: str, data: bytes, suffix: str) -> str:
-    """Stores `data` at `<prefix>/experiments/code/<sha256><suffix>` (once); returns that path relative to the prefix."""
+def store_blob(prefix: str, data: bytes, suffix: str, store: bool = True) -> str:
+    """`<prefix>/experiments/code/<sha256><suffix>`, relative to the prefix; with `store`, written there (once)."""
     from marin.storage import create_if_absent, exists, join
 
     rel = f"{CODE_FOLDER}/{hashlib.sha256(data).hexdigest()}{suffix}"
-    path = join(prefix, rel)
-    if not exists(path):
-        create_if_absent(path, data)
+    if store and not exists(join(prefix, rel)):
+        create_if_absent(join(prefix, rel), data)
     return rel
 
 
 def run_provenance(plan: Plan, started: str, run_id: str, store: bool = True) -> dict:
     """Who ran what code where: the `run` of each step's `.executor_info` and the record's `git`.
 
-    With `store`, the patch, the source of scripts outside the checkout and the full environment are
-    stored content-addressed under the prefix, and named here by their paths relative to it."""
+    The patch, the source of scripts outside the checkout and the full environment are named by their
+    content-addressed paths relative to the prefix, and, with `store`, written there (a run that finds every
+    step done and its record written skips the writes: an earlier run stored them)."""
     files = code_files(plan)
     state = checkout_state(files)
     git = state.to_json()
     env = environment()
     env_bytes = dump_json(env)
-    git["patch"] = store_blob(plan.prefix, state.patch, ".patch") if store and state.patch else None
+    git["patch"] = store_blob(plan.prefix, state.patch, ".patch", store) if state.patch else None
     root = project_root()
     scripts = {}
     for planned in plan.steps:
@@ -266,7 +266,7 @@ def run_provenance(plan: Plan, started: str, run_id: str, store: bool = True) ->
                 source = f.read()
             scripts[target] = {
                 "sha256": hashlib.sha256(source).hexdigest(),
-                "stored": store_blob(plan.prefix, source, ".py") if store else None,
+                "stored": store_blob(plan.prefix, source, ".py", store),
             }
     identity = who()
     return {
@@ -281,7 +281,7 @@ def run_provenance(plan: Plan, started: str, run_id: str, store: bool = True) ->
         "scripts": scripts,
         "lock_sha256": env["lock_sha256"],
         "environment_sha256": hashlib.sha256(env_bytes).hexdigest(),
-        "environment": store_blob(plan.prefix, env_bytes, ".environment.json") if store else None,
+        "environment": store_blob(plan.prefix, env_bytes, ".environment.json", store),
     }
 
 
