@@ -20,6 +20,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from marin.execution.authoring import ExecutorStep
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.records import (
@@ -34,7 +36,7 @@ from marin.execution.records import (
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
-from marin.storage import append_line, create_if_absent, join, read_bytes_many
+from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +105,8 @@ class Executor:
         self.record_extra = record_extra or {}
         self.last_record_path: str | None = None
         self.last_outcomes: dict[ExecutorStep, StepOutcome] = {}
+        self._run: dict = {}
+        """This run's provenance (records.run_provenance): every step it runs records it in `.executor_info`."""
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O."""
@@ -127,8 +131,6 @@ class Executor:
         states = read_statuses([p.output_path for p in selected])
         fingerprints: dict[int, str | None] = {}
         if check_code or rerun_code_changed:
-            import orjson
-
             done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
             for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
                 try:
@@ -186,8 +188,6 @@ class Executor:
         record_path = self.record_path(plan)
         self.last_record_path = record_path
         started = utc_now()
-        from marin.storage import exists
-
         store = any(d.action != "skip" for d in decisions) or not exists(record_path)
         self._run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
         self._write_record(plan, record_path)
