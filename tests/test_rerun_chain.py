@@ -96,3 +96,32 @@ def test_rerun_warns_before_running_when_the_code_differs_from_the_record(lab, t
     assert recorded.returncode == 0 and "running the recorded code" in recorded.stderr, recorded.stderr
     (numbers,) = (tmp_path / "C" / "t").glob("make-*/numbers.json")
     assert json.loads(numbers.read_text()) == [0, 3, 6, 9]
+
+
+def test_loading_a_script_by_reference_does_not_run_its_main_block(tmp_path):
+    from marin.execution.references import reference_of, resolve_reference
+
+    script = tmp_path / "guarded.py"
+    script.write_text("def fn():\n    return 1\n\nif __name__ == '__main__':\n    raise SystemExit('main ran')\n")
+    fn = resolve_reference(f"{script}:fn")
+    assert fn() == 1 and reference_of(fn) == f"{script}:fn"
+
+
+def test_a_record_whose_commit_this_repository_lacks_reruns_the_checkout_and_says_why(tmp_path):
+    lab = make_lab(tmp_path)
+    record = record_of(marin_in(lab, "run", "exp.py", "--prefix", str(tmp_path / "A"), "--backend", "local"))
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    (other / "exp.py").write_text((lab / "exp.py").read_text())
+    (other / "helper.py").write_text("def scale(x):\n    return x * 3\n")
+    subprocess.run(["git", "-C", str(other), "add", "exp.py", "helper.py"], check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@e", "-c", "user.name=t", "-C", str(other), "commit", "-qm", "x"], check=True
+    )
+    rerun = marin_in(other, "rerun", record, "--prefix", str(tmp_path / "B"), "--backend", "local")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "cannot run the recorded code (this repository does not have commit" in rerun.stderr
+    assert "the code differs from the record's" in rerun.stderr
+    verify = marin("verify", record, str(tmp_path / "B"))
+    assert verify.returncode == 0, verify.stdout
