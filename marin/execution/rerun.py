@@ -9,10 +9,19 @@ is re-rooted to the new prefix. A step recorded at a fixed output path (`overrid
 `relative_output_path` other than `name-hash`) gets it back, under the new prefix. The rebuilt steps must
 hash and place exactly as recorded; a step that does not is an error naming it (its code or config type
 changed in a way that changes identity).
+
+Which code runs: by default the record's. The record holds the commit and, when the tree was dirty, a
+stored patch (an untracked script included); when this checkout's code differs from that, the commit is
+extracted from this repository (`git archive`) into a temporary folder, the patch applied, and the rerun
+runs there in a child process (with a git state file, so its record names the same code and can be rerun
+in turn). A script outside the checkout is loaded from its stored source when the file here differs.
+`--code checkout` runs this checkout as it is. Either way the rerun warns, before anything runs, about
+every difference it still sees between the code and packages it runs and the record's.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import io
@@ -239,13 +248,13 @@ def code_warnings(record: dict, steps: list[ExecutorStep], prefix: str) -> list[
     warnings = []
     recorded = record.get("git") or {}
     here = git_state(code_files(plan_steps(steps, prefix)))
-    if recorded.get("commit") and here.get("commit") != recorded["commit"]:
-        warnings.append(f"the code differs from the record's: recorded {_code_of(recorded)}, here {_code_of(here)}")
-    elif recorded.get("commit") and "patch_sha256" in recorded:
-        if here.get("patch_sha256") != recorded["patch_sha256"]:
+    if recorded.get("commit"):
+        if "patch_sha256" in recorded:  # records before patches were stored say only whether it was dirty
+            same = (here["commit"], here["patch_sha256"]) == (recorded["commit"], recorded["patch_sha256"])
+        else:
+            same = (here["commit"], here["dirty"]) == (recorded["commit"], recorded.get("dirty"))
+        if not same:
             warnings.append(f"the code differs from the record's: recorded {_code_of(recorded)}, here {_code_of(here)}")
-    elif recorded.get("commit") and here.get("dirty") != recorded.get("dirty"):
-        warnings.append(f"the code differs from the record's: recorded {_code_of(recorded)}, here {_code_of(here)}")
     for target, stored in (record.get("scripts") or {}).items():
         local = script_override(target) or target
         try:
@@ -299,6 +308,7 @@ def recorded_scripts(record: dict, record_path: str) -> list[str]:
         if source is None or hashlib.sha256(source).hexdigest() != stored.get("sha256"):
             continue
         folder = tempfile.mkdtemp(prefix="marin-rerun-script-")
+        atexit.register(shutil.rmtree, folder, True)
         local = os.path.join(folder, os.path.basename(target))
         with open(local, "wb") as f:
             f.write(source)
