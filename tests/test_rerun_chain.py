@@ -78,6 +78,8 @@ def test_a_published_record_reruns_from_a_fresh_clone_with_the_stored_patch(lab,
     record_c = record_of(marin_in(clone, "rerun", record_b, "--prefix", c, "--backend", "local"))
     assert _fns(record_c) == _fns(record_a) == ["exp.py:make"]
     assert json.loads(read_bytes(record_c))["git"]["patch_sha256"] == git["patch_sha256"]
+    fingerprints = [[s["code_fingerprint"] for s in json.loads(read_bytes(r))["steps"]] for r in (record_a, record_c)]
+    assert fingerprints[0] == fingerprints[1]  # the same code in another folder has the same fingerprint
     verify = marin("verify", record_a, record_c)
     assert verify.returncode == 0 and "all steps identical" in verify.stdout, verify.stdout
 

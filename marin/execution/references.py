@@ -87,13 +87,23 @@ def code_fingerprint(fn: Any) -> str:
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     file = getattr(module, "__file__", None)
     if file and os.path.exists(file):
-        with open(file, "rb") as f:
-            digest.update(f.read())
-        for path in project_imports(os.path.abspath(file), getattr(module, "__package__", None) or ""):
-            with open(path, "rb") as f:
-                digest.update(b"\0" + path.encode() + b"\0" + f.read())
+        digest.update(_module_digest(os.path.abspath(file), getattr(module, "__package__", None) or ""))
     _fingerprints[key] = value = digest.hexdigest()
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _module_digest(file: str, package: str) -> bytes:
+    """sha256 of a module's source and of the project files it imports, each named relative to the project
+    root (the same code in two checkouts, or in a rerun's temporary copy, has the same digest)."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        digest.update(f.read())
+    root = project_root()
+    for path in project_imports(file, package):
+        with open(path, "rb") as f:
+            digest.update(b"\0" + os.path.relpath(path, root).encode() + b"\0" + f.read())
+    return digest.digest()
 
 
 def is_project_file(path: str) -> bool:
