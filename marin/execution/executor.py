@@ -60,6 +60,8 @@ class StepDecision:
     state: str | None
     action: str
     reason: str
+    code_changed: bool = False
+    """Succeeded before, and the code fingerprint in its `.executor_info` differs from the code's now."""
 
 
 def default_experiment_name() -> tuple[str, str | None]:
@@ -146,9 +148,11 @@ class Executor:
             )
             if state == SUCCESS:
                 if code_changed and rerun_code_changed:
-                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)"))
+                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)", True))
                 elif code_changed:
-                    decisions.append(StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since"))
+                    decisions.append(
+                        StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since", True)
+                    )
                 else:
                     decisions.append(StepDecision(planned, state, "skip", "succeeded"))
             elif state == FAILED and not force_run_failed:
@@ -177,7 +181,7 @@ class Executor:
         if dry_run:
             print_plan(decisions, self.prefix)
             return plan.output_paths()
-        changed = [d.planned.name for d in decisions if d.reason.endswith("code changed since")]
+        changed = [d.planned.name for d in decisions if d.code_changed and d.action == "skip"]
         if changed:
             logger.warning(
                 "the code behind %d succeeded step(s) changed since they ran (kept; --rerun_code_changed "
