@@ -85,6 +85,10 @@ def test_each_step_records_the_run_and_code_that_made_it(tmp_path, prefix):
     environment = json.loads(read_bytes(f"{prefix}/{made_second['environment']}"))
     assert environment["packages"]["ray"] and exists(f"{prefix}/{made_first['environment']}")
 
+    rerun = marin_in(repo, "rerun", record_path, "--prefix", prefix + "/again", "--backend", "local")
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"these outputs were made by other code than the record's commit {commit[:12]}: p/second (" in rerun.stderr
+
 
 def test_a_change_in_an_imported_project_module_is_a_code_change_a_plain_run_warns_about(tmp_path):
     repo, _ = _lab(tmp_path)

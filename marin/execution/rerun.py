@@ -25,6 +25,7 @@ import atexit
 import dataclasses
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -54,7 +55,7 @@ from marin.execution.references import (
     ship_scripts_by_value,
     use_script_source,
 )
-from marin.storage import join, read_bytes
+from marin.storage import join, read_bytes, read_bytes_many
 
 logger = logging.getLogger(__name__)
 
@@ -270,6 +271,34 @@ def code_warnings(record: dict, steps: list[ExecutorStep], prefix: str) -> list[
     return warnings
 
 
+def provenance_warnings(record: dict, record_path: str) -> list[str]:
+    """Steps of the record whose outputs were made by other code than the record's (a later run after the
+    code changed): the rerun runs the record's code, so their bytes may well differ."""
+    from marin.execution.verify import record_location
+
+    recorded = record.get("git") or {}
+    if "patch_sha256" not in recorded:
+        return []
+    steps = record.get("steps", [])
+    prefix = record_location(record_path)
+    infos = read_bytes_many([join(prefix, s["relative_output_path"], ".executor_info") for s in steps])
+    others = []
+    for step, data in zip(steps, infos, strict=True):
+        try:
+            made_by = (json.loads(data).get("run") or {}).get("git") if data else None
+        except ValueError:
+            continue
+        if made_by and (made_by.get("commit"), made_by.get("patch_sha256")) != (
+            recorded.get("commit"),
+            recorded.get("patch_sha256"),
+        ):
+            others.append(f"{step['name']} ({_code_of(made_by)})")
+    if not others:
+        return []
+    shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    return [f"these outputs were made by other code than the record's {_code_of(recorded)}: {shown}"]
+
+
 def environment_warnings(record: dict) -> list[str]:
     """How the packages here differ from the record's."""
     warnings = []
@@ -410,7 +439,11 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
         return 2
     for note in notes:
         logger.warning("rerun: %s", note)
-    warnings = code_warnings(record, steps, new_prefix) + environment_warnings(record)
+    warnings = (
+        code_warnings(record, steps, new_prefix)
+        + provenance_warnings(record, record_path)
+        + environment_warnings(record)
+    )
     for w in warnings:
         logger.warning("rerun: %s", w)
     if cfg.backend == "ray":
