@@ -10,8 +10,9 @@ loaded scripts to its workers by value (`ship_scripts_by_value`), as cloudpickle
 
 The code fingerprint is sha256 over the function's source, its module's source and the source of every
 project module that module imports, transitively (project files only: under the project root and
-outside virtual environments; not the executor's own package, see NOT_STEP_CODE). It is recorded in `.executor_info` so that a run and `marin plan` can say
-when the code behind an existing output has changed, even when the change is in a helper module.
+outside virtual environments; not the executor's own plumbing, see NOT_STEP_CODE). It is recorded in
+`.executor_info` so that a run and `marin plan` can say when the code behind an existing output has
+changed, even when the change is in a helper module.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def script_path(module_name: str) -> str | None:
 
 
 def reference_of(obj: Any) -> str:
-    """`module:qualname`, or `path/to/script.py:qualname` for objects defined in `__main__`."""
+    """`module:qualname`, or `path/to/script.py:qualname` for objects defined in `__main__` or in a script
+    loaded by `resolve_reference`."""
     module = getattr(obj, "__module__", None) or "?"
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
     if module in _SCRIPT_TARGETS:
