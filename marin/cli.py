@@ -112,13 +112,22 @@ def cmd_status(ns) -> int:
 def cmd_rerun(ns) -> int:
     from marin.execution.rerun import rerun_main
 
-    return rerun_main(ns.record, ns.prefix, ns.args)
+    args = [*ns.args]
+    for flag in ("dry_run", "force_run_failed", "rerun_code_changed"):
+        if getattr(ns, flag):
+            args.append(f"--{flag}")
+    for flag in ("max_concurrent", "backend", "ray_address"):
+        if getattr(ns, flag) is not None:
+            args += [f"--{flag}", str(getattr(ns, flag))]
+    if ns.run_only:
+        args += ["--run_only", *ns.run_only]
+    return rerun_main(ns.record, ns.prefix, args, code=ns.code)
 
 
 def cmd_verify(ns) -> int:
     from marin.execution.verify import verify_main
 
-    return verify_main(ns.a, ns.b, ns.steps)
+    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only)
 
 
 def cmd_browse(ns) -> int:
@@ -181,15 +190,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("prefix")
     p.set_defaults(fn=cmd_status)
 
-    p = sub.add_parser("rerun", help="rerun an experiment from its record into another prefix")
+    p = sub.add_parser(
+        "rerun",
+        help="rerun an experiment from its record into another prefix",
+        description="Rebuild every step of an experiment record (fn by import or script path, config by its "
+        "dataclass type) and run it into another prefix, with the record's hashes. It warns before running "
+        "anything when the code or packages here differ from the record's.",
+    )
     p.add_argument("record", help="path or URL of <prefix>/experiments/<name>-<hash>.json")
-    p.add_argument("--prefix", required=True)
+    p.add_argument("--prefix", required=True, help="where the rerun's outputs and record go")
+    p.add_argument(
+        "--code",
+        choices=("recorded", "checkout"),
+        default="recorded",
+        help="recorded (default): run the record's code; when this checkout differs from it and the record "
+        "stored a patch, run from a copy of the recorded commit with the stored patch applied. "
+        "checkout: run this checkout's code as it is (warning when it differs)",
+    )
+    p.add_argument("--dry_run", action="store_true", help="print what would run and why; write nothing")
+    p.add_argument("--run_only", nargs="+", default=None, metavar="REGEX", help="only matching steps (and deps)")
+    p.add_argument("--force_run_failed", action="store_true", help="rerun steps that FAILED before")
+    p.add_argument("--rerun_code_changed", action="store_true", help="rerun succeeded steps whose code changed")
+    p.add_argument("--max_concurrent", type=int, default=None, help="at most this many steps at once")
+    p.add_argument("--backend", choices=("ray", "local"), default=None, help="ray (default) or local threads")
+    p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
     p.set_defaults(fn=cmd_rerun, args=[])
 
-    p = sub.add_parser("verify", help="compare two runs of one experiment, step by step")
-    p.add_argument("a")
-    p.add_argument("b")
+    p = sub.add_parser(
+        "verify",
+        help="compare two runs of one experiment, step by step",
+        description="Compare two runs step by step, file by file. By default every file of both runs is hashed "
+        "again and checked against its own step's manifest (a file changed after SUCCESS is named).",
+    )
+    p.add_argument("a", help="a record, or a prefix")
+    p.add_argument("b", help="a record, or a prefix")
     p.add_argument("--steps", default=None, help="only steps whose names match this regex")
+    p.add_argument(
+        "--manifests_only",
+        action="store_true",
+        help="compare the manifests without hashing the files again (fast; trusts that nothing changed since)",
+    )
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("browse", help="a read-only web page over outputs")
@@ -207,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASS_THROUGH = ("run", "plan", "explain", "rerun")
+PASS_THROUGH = ("run", "plan", "explain")
 
 
 def main(argv: list[str] | None = None) -> int:

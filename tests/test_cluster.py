@@ -176,6 +176,10 @@ def test_marin_submit_runs_hello_world_on_the_cluster(cluster, tmp_path):
         assert json.load(f)["documents"] == 1000
     with open(os.path.join(prefix, "hello", stats_dir, ".executor_status")) as f:
         assert f.read().strip() == "SUCCESS"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    (record,) = [n for n in os.listdir(os.path.join(prefix, "experiments")) if n.endswith(".json")]
+    with open(os.path.join(prefix, "experiments", record)) as f:
+        assert json.load(f)["git"]["commit"] == head  # the upload has no .git: submit carried the state
 
 
 def test_submit_names_a_missing_script_and_warns_about_a_relative_prefix(tmp_path):

@@ -43,11 +43,13 @@ def test_git_state_asks_git_once_per_checkout(tmp_path, monkeypatch):
 
     monkeypatch.setattr(records.subprocess, "run", counting_run)
     monkeypatch.chdir(clean)
-    assert records.git_state() == {"commit": clean_commit, "dirty": False}
-    assert records.git_state() == {"commit": clean_commit, "dirty": False}
-    assert calls == [str(clean), str(clean)]  # rev-parse and status, once
+    clean_state = {"commit": clean_commit, "branch": "master", "dirty": False, "patch_sha256": None, "untracked": []}
+    assert records.git_state() == clean_state
+    assert records.git_state() == clean_state
+    assert calls == [str(clean), str(clean)]  # rev-parse and diff, once
     monkeypatch.chdir(dirty)
-    assert records.git_state() == {"commit": dirty_commit, "dirty": True}
+    assert records.git_state()["commit"] == dirty_commit and records.git_state()["dirty"] is True
+    assert b"+changed" in records.checkout_state().patch
     assert len(calls) == 4
     records.git_state()["commit"] = "mutated by a caller"
     assert records.git_state()["commit"] == dirty_commit
@@ -63,9 +65,9 @@ def test_git_state_is_retried_when_git_could_not_run(tmp_path, monkeypatch):
         raise FileNotFoundError("git")
 
     monkeypatch.setattr(records.subprocess, "run", git_missing)
-    assert records.git_state() == {"commit": None, "dirty": None}
+    assert records.git_state()["commit"] is None and records.git_state()["dirty"] is None
     monkeypatch.setattr(records.subprocess, "run", real_run)
-    assert records.git_state() == {"commit": commit, "dirty": False}
+    assert records.git_state()["commit"] == commit and records.git_state()["dirty"] is False
 
 
 def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
@@ -78,5 +80,17 @@ def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
     record_path = executor.run([step]).record_path
     record = json.loads(open(record_path).read())
     lines = [json.loads(line) for line in open(record_path[: -len(".json")] + ".runs.jsonl")]
-    assert record["git"] == {"commit": commit, "dirty": True}
-    assert [line["git"] for line in lines] == [{"commit": commit, "dirty": True}] * 2
+    assert record["git"]["commit"] == commit and record["git"]["dirty"] is True
+    assert [line["git"] for line in lines] == [record["git"]] * 2
+
+
+def test_an_untracked_file_the_experiment_needs_makes_the_checkout_dirty(tmp_path, monkeypatch):
+    checkout = tmp_path / "repo"
+    commit = make_checkout(checkout)
+    (checkout / "mine.py").write_text("print('not committed')\n")
+    (checkout / "unrelated.txt").write_text("scratch\n")
+    monkeypatch.chdir(checkout)
+    assert records.git_state()["dirty"] is False
+    state = records.checkout_state([str(checkout / "mine.py")])
+    assert state.commit == commit and state.dirty is True and state.untracked == ("mine.py",)
+    assert b"+++ b/mine.py" in state.patch and b"unrelated" not in state.patch

@@ -115,11 +115,18 @@ def test_rerun_forwards_rerun_code_changed(first_run, tmp_path):
     assert (sum_dir / "sum.txt").read_text() == "3"
     script.write_text(SCRIPT.replace("total = sum(json.load(f))", "total = 100 + sum(json.load(f))"))
 
-    plain = marin("rerun", str(record), "--prefix", str(b), "--backend", "local")
+    here = ("--backend", "local", "--code", "checkout")
+    plain = marin("rerun", str(record), "--prefix", str(b), *here)
     assert plain.returncode == 0, plain.stderr
     assert (sum_dir / "sum.txt").read_text() == "3"
+    assert "code behind 3 succeeded step(s) changed since they ran" in plain.stderr
 
-    forced = marin("rerun", str(record), "--prefix", str(b), "--backend", "local", "--rerun_code_changed")
+    recorded = marin("rerun", str(record), "--prefix", str(b), "--backend", "local", "--rerun_code_changed")
+    assert recorded.returncode == 0, recorded.stderr
+    assert f"script {script}: using the recorded source experiments/code/" in recorded.stderr
+    assert (sum_dir / "sum.txt").read_text() == "3"
+
+    forced = marin("rerun", str(record), "--prefix", str(b), *here, "--rerun_code_changed")
     assert forced.returncode == 0, forced.stderr
     assert (sum_dir / "sum.txt").read_text() == "103"
 

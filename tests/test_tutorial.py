@@ -49,13 +49,24 @@ def test_tutorial_runs_every_step_and_evaluates(tutorial_run):
     ]
 
 
-def test_tutorial_reruns_from_its_record_bit_for_bit(tutorial_run, tmp_path):
+def test_tutorial_reruns_from_its_record_bit_for_bit_and_the_rerun_reruns_too(tutorial_run, tmp_path):
+    """A -> B -> C: the rerun's record names the same code, so it can be rerun in turn; the training's
+    losses (in its volatile metrics.jsonl) match along with every other byte."""
     prefix, record_path, steps, paths = tutorial_run
-    b = str(tmp_path / "B")
+    b, c = str(tmp_path / "B"), str(tmp_path / "C")
     rerun = marin("rerun", record_path, "--prefix", b, "--backend", "local")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     b_record = os.path.join(b, "experiments", os.path.basename(record_path))
     verify = marin("verify", record_path, b_record)
+    assert verify.returncode == 0, verify.stdout
+    assert "8 identical of 8 steps" in verify.stdout and "compared without timings" in verify.stdout
+    again = marin("rerun", b_record, "--prefix", c, "--backend", "local")
+    assert again.returncode == 0, again.stdout + again.stderr
+    c_record = os.path.join(c, "experiments", os.path.basename(record_path))
+    assert [s["fn"] for s in json.load(open(c_record))["steps"]] == [
+        s["fn"] for s in json.load(open(record_path))["steps"]
+    ]
+    verify = marin("verify", record_path, c_record)
     assert verify.returncode == 0, verify.stdout
     assert "8 identical of 8 steps" in verify.stdout
 

@@ -20,6 +20,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from marin.execution.authoring import ExecutorStep
 from marin.execution.input_check import check_inputs
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
@@ -27,7 +29,7 @@ from marin.execution.records import (
     dump_json,
     experiment_hash,
     experiment_record,
-    git_state,
+    run_provenance,
     step_record,
     utc_now,
     who,
@@ -36,7 +38,7 @@ from marin.execution.references import code_fingerprint, script_path
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
-from marin.storage import append_line, create_if_absent, join, read_bytes_many
+from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ class StepDecision:
     state: str | None
     action: str
     reason: str
+    code_changed: bool = False
+    """Succeeded before, and the code fingerprint in its `.executor_info` differs from the code's now."""
 
 
 def default_experiment_name() -> tuple[str, str | None]:
@@ -107,6 +111,8 @@ class Executor:
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
+        self._run: dict = {}
+        """This run's provenance (records.run_provenance): every step it runs records it in `.executor_info`."""
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -151,7 +157,7 @@ class Executor:
             done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
             for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
                 try:
-                    fingerprints[id(p)] = json.loads(data)["code_fingerprint"] if data else None
+                    fingerprints[id(p)] = orjson.loads(data)["code_fingerprint"] if data else None
                 except (ValueError, KeyError):
                     fingerprints[id(p)] = None
         decisions = []
@@ -163,9 +169,11 @@ class Executor:
             )
             if state == SUCCESS:
                 if code_changed and rerun_code_changed:
-                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)"))
+                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)", True))
                 elif code_changed:
-                    decisions.append(StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since"))
+                    decisions.append(
+                        StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since", True)
+                    )
                 else:
                     decisions.append(StepDecision(planned, state, "skip", "succeeded"))
             elif state == FAILED and not force_run_failed:
@@ -192,14 +200,24 @@ class Executor:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(
-            plan, run_only, force_run_failed, rerun_code_changed, rerun_code_changed, explain_new=dry_run
+            plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
         )
         check_inputs(steps_to_run(decisions))
         if dry_run:
             print_plan(decisions, self.prefix)
             return RunResult(plan.output_paths())
+        changed = [d.planned.name for d in decisions if d.code_changed and d.action == "skip"]
+        if changed:
+            logger.warning(
+                "the code behind %d succeeded step(s) changed since they ran (kept; --rerun_code_changed "
+                "reruns them): %s",
+                len(changed),
+                ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else ""),
+            )
         record_path = self.record_path(plan)
         started = utc_now()
+        store = any(d.action != "skip" for d in decisions) or not exists(record_path)
+        self._run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
         self._write_record(plan, record_path)
         outcomes = self._execute(plan, decisions, force_run_failed)
         self._append_run(record_path, plan, outcomes, started)
@@ -222,7 +240,7 @@ class Executor:
 
         if exists(record_path):
             return
-        record = experiment_record(plan, self.experiment_name, self.script, self.description)
+        record = experiment_record(plan, self.experiment_name, self.script, self.description, self._run)
         record.update(self.record_extra)
         if create_if_absent(record_path, dump_json(record)) is not None:
             logger.info("experiment record: %s", record_path)
@@ -230,13 +248,13 @@ class Executor:
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str) -> None:
         identity = who()
         line = {
-            "run_id": uuid.uuid4().hex,
+            "run_id": self._run["run_id"],
             "user": identity["user"],
             "host": identity["host"],
             "command": identity["command"],
             "started": started,
             "ended": utc_now(),
-            "git": git_state(),
+            "git": self._run["git"],
             "prefix": self.prefix,
             "backend": self.backend_kind,
             **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
@@ -350,7 +368,7 @@ class Executor:
             output_path=p.output_path,
             fn=p.step.fn,
             config=instantiate_config(p, plan),
-            info=step_record(p, plan),
+            info={**step_record(p, plan), "run": self._run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun_succeeded,

@@ -3,8 +3,16 @@
 A function in an importable module is named `module:qualname`. A function defined in the experiment
 script itself (module `__main__`) is named by the script's path relative to the repository root,
 `experiments/tutorial/hello_world.py:generate`, so that `marin rerun` can load the script as a module
-and find it. The code fingerprint (sha256 of the function's source and its module's source) is
-recorded so that `marin plan` can say when the code behind an existing output has changed.
+and find it. A script loaded that way keeps its name: `reference_of` maps the module the loader made up
+back to the script's path, so the rerun's own record names the same `path.py:qualname` and can be rerun
+in turn, any number of times. Ray workers cannot import a made-up module, so a rerun on Ray ships the
+loaded scripts to its workers by value (`ship_scripts_by_value`), as cloudpickle already ships `__main__`.
+
+The code fingerprint is sha256 over the function's source, its module's source and the source of every
+project module that module imports, transitively (project files only: under the project root and
+outside virtual environments; not the executor's own plumbing, see NOT_STEP_CODE). It is recorded in
+`.executor_info` so that a run and `marin plan` can say when the code behind an existing output has
+changed, even when the change is in a helper module.
 """
 
 from __future__ import annotations
@@ -18,14 +26,19 @@ import os
 import sys
 from typing import Any
 
+GIT_STATE_FILE = ".marin_git_state.json"
+"""Written into a tree that has no `.git` (a `marin submit` upload, a rerun's materialized checkout):
+the git state of the checkout it was made from, which `records.git_state` reads instead."""
+
 
 @functools.lru_cache(maxsize=1)
 def project_root() -> str:
-    """The git root above the current directory, or the current directory."""
+    """The git root above the current directory (or a folder holding a git state file, as a job's uploaded
+    working directory does), or the current directory."""
     path = os.path.abspath(os.getcwd())
     probe = path
     while True:
-        if os.path.exists(os.path.join(probe, ".git")):
+        if os.path.exists(os.path.join(probe, ".git")) or os.path.exists(os.path.join(probe, GIT_STATE_FILE)):
             return probe
         parent = os.path.dirname(probe)
         if parent == probe:
@@ -45,9 +58,12 @@ def script_path(module_name: str) -> str | None:
 
 
 def reference_of(obj: Any) -> str:
-    """`module:qualname`, or `path/to/script.py:qualname` for objects defined in `__main__`."""
+    """`module:qualname`, or `path/to/script.py:qualname` for objects defined in `__main__` or in a script
+    loaded by `resolve_reference`."""
     module = getattr(obj, "__module__", None) or "?"
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or type(obj).__qualname__
+    if module in _SCRIPT_TARGETS:
+        return f"{_SCRIPT_TARGETS[module]}:{qualname}"
     if module == "__main__":
         path = script_path("__main__")
         if path:
@@ -59,7 +75,7 @@ _fingerprints: dict[int, str] = {}
 
 
 def code_fingerprint(fn: Any) -> str:
-    """sha256 of the source of `fn` and of the module that defines it ('' parts when unavailable)."""
+    """sha256 of the source of `fn`, of its module, and of the project modules that module imports."""
     key = id(fn)
     cached = _fingerprints.get(key)
     if cached is not None:
@@ -73,10 +89,98 @@ def code_fingerprint(fn: Any) -> str:
     module = sys.modules.get(getattr(target, "__module__", "") or "")
     file = getattr(module, "__file__", None)
     if file and os.path.exists(file):
-        with open(file, "rb") as f:
-            digest.update(f.read())
+        digest.update(_module_digest(os.path.abspath(file), getattr(module, "__package__", None) or ""))
     _fingerprints[key] = value = digest.hexdigest()
     return value
+
+
+@functools.lru_cache(maxsize=1024)
+def _module_digest(file: str, package: str) -> bytes:
+    """sha256 of a module's source and of the project files it imports, each named relative to the project
+    root (the same code in two checkouts, or in a rerun's temporary copy, has the same digest)."""
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        digest.update(f.read())
+    root = project_root()
+    for path in project_imports(file, package):
+        with open(path, "rb") as f:
+            digest.update(b"\0" + os.path.relpath(path, root).encode() + b"\0" + f.read())
+    return digest.digest()
+
+
+def is_project_file(path: str) -> bool:
+    """A file of this project (under the root, outside any virtual environment or site-packages)."""
+    root = project_root()
+    return path.startswith(root + os.sep) and not any(
+        part in ("site-packages", "dist-packages") or part.startswith(".venv")
+        for part in path[len(root) :].split(os.sep)
+    )
+
+
+def project_imports(file: str, package: str = "") -> list[str]:
+    """The project files `file` imports, directly or through other project files (sorted, without `file`).
+
+    Read from the import statements (also those inside functions), not from what has been imported so
+    far, and located on disk under the project root without importing anything."""
+    seen: set[str] = set()
+    stack = [(file, package)]
+    while stack:
+        current, pkg = stack.pop()
+        for path, sub_pkg in _direct_imports(current, pkg):
+            if path not in seen and path != file:
+                seen.add(path)
+                stack.append((path, sub_pkg))
+    return sorted(seen)
+
+
+@functools.lru_cache(maxsize=4096)
+def _direct_imports(file: str, package: str) -> tuple[tuple[str, str], ...]:
+    import ast
+
+    try:
+        with open(file, "rb") as f:
+            tree = ast.parse(f.read(), filename=file)
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".") if package else []
+                parts = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
+                base = ".".join([*parts, base] if base else parts)
+            if base:
+                names.append(base)
+            names += [f"{base}.{alias.name}" if base else alias.name for alias in node.names if alias.name != "*"]
+    found: dict[str, str] = {}
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            located = _locate(".".join(parts[:i]))
+            if located:
+                found[located[0]] = located[1]
+    return tuple(sorted(found.items()))
+
+
+NOT_STEP_CODE = ("marin.execution", "marin.storage")
+"""Packages whose changes are not a step's code change: the executor (hashing, scheduling, records) and the
+storage layer under it are imported by every experiment, and following them would flag every output as
+made by other code after any edit to the plumbing. The step library (marin.processing, marin.training,
+marin.sharding, ...) is followed."""
+
+
+def _locate(module: str) -> tuple[str, str] | None:
+    """The project file of `module` and the package its relative imports resolve against, or None."""
+    if any(module == name or module.startswith(name + ".") for name in NOT_STEP_CODE):
+        return None
+    base = os.path.join(project_root(), *module.split("."))
+    for path, package in ((os.path.join(base, "__init__.py"), module), (base + ".py", module.rpartition(".")[0])):
+        if os.path.isfile(path) and is_project_file(path):
+            return path, package
+    return None
 
 
 def resolve_reference(ref: str, root: str | None = None) -> Any:
@@ -85,10 +189,12 @@ def resolve_reference(ref: str, root: str | None = None) -> Any:
     if not sep or not target or not qualname:
         raise ImportError(f"malformed code reference {ref!r}: expected 'module:qualname' or 'path.py:qualname'")
     if target.endswith(".py"):
-        path = target if os.path.isabs(target) else os.path.join(root or project_root(), target)
+        path = _SCRIPT_OVERRIDES.get(target) or (
+            target if os.path.isabs(target) else os.path.join(root or project_root(), target)
+        )
         if not os.path.exists(path):
             raise ImportError(f"cannot find {ref!r}: script {path} does not exist")
-        module = _load_script(path)
+        module = _load_script(os.path.abspath(path), target)
     else:
         try:
             module = importlib.import_module(target)
@@ -102,13 +208,45 @@ def resolve_reference(ref: str, root: str | None = None) -> Any:
     return obj
 
 
+_SCRIPT_OVERRIDES: dict[str, str] = {}
+"""A script's path as references spell it -> the file to load it from instead (a rerun's stored source)."""
+
+
+def use_script_source(target: str, local_file: str) -> None:
+    """Load references to the script `target` from `local_file`; they keep naming `target`."""
+    _SCRIPT_OVERRIDES[target] = local_file
+
+
+def script_override(target: str) -> str | None:
+    return _SCRIPT_OVERRIDES.get(target)
+
+
+_SCRIPT_TARGETS: dict[str, str] = {}
+"""Module name made up for a loaded script -> the script's path as the reference spelled it."""
+
+
 @functools.lru_cache(maxsize=32)
-def _load_script(path: str):
+def _load_script(path: str, target: str):
+    """The script at `path` as a module (its `if __name__ == "__main__":` block does not run)."""
     name = "marin_script_" + hashlib.sha256(path.encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load script {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    _SCRIPT_TARGETS[name] = target
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name], _SCRIPT_TARGETS[name]
+        raise
     return module
+
+
+def ship_scripts_by_value() -> None:
+    """Makes Ray pickle the loaded scripts' functions and classes by value, so that workers (on any node)
+    run them without importing the made-up module or having the script file."""
+    import ray.cloudpickle
+
+    for name in _SCRIPT_TARGETS:
+        ray.cloudpickle.register_pickle_by_value(sys.modules[name])

@@ -8,7 +8,12 @@ artifacts or anything `.gitignore` names) and with the `MARIN_*` variables of th
 Ray sets `RAY_ADDRESS`, so `executor_main` connects to that cluster and every step becomes a Ray task
 there. Dependencies are not installed per job: the nodes run the project's locked environment (the image
 built by `infra/Dockerfile` from `uv.lock`, or for a cluster started from this checkout, the same
-`.venv`), and the job's metadata records the lock file's sha256 so a mismatch can be traced. Outputs go to
+`.venv`), and the job's metadata records the lock file's sha256 so a mismatch can be traced. The upload
+leaves `.git` out, so the checkout's git state (commit, branch, and the uncommitted changes as a patch,
+an untracked script and the project modules it imports included) travels as a file in the uploaded
+working directory, `.marin_git_state.json` (+ `.patch`), written there only while the job is submitted;
+inside the job the records read it (`records.checkout_state`), so they name the commit and store the
+patch as a run here would. Outputs go to
 the `--prefix` given to the script, which must be storage every node sees (gs://, s3://, or a shared
 folder): a relative local prefix would land in the job's temporary working directory.
 """
@@ -16,6 +21,7 @@ folder): a relative local prefix would land in the job's temporary working direc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -64,6 +70,37 @@ def _git_commit(root: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
+
+
+def job_checkout_state(job_argv: list[str], root: str):
+    """The git state of `root` for the job: tracked changes, plus the job's script and the project modules it
+    imports when git does not track them."""
+    from marin.execution.records import checkout_state
+    from marin.execution.references import project_imports
+
+    script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
+    files = []
+    if script:
+        path = os.path.abspath(os.path.join(root, script))
+        if os.path.exists(path):
+            files = [path, *project_imports(path)]
+    return checkout_state(files, root)
+
+
+@contextlib.contextmanager
+def staged_git_state(root: str, state):
+    """While the job is submitted, `root` holds the git state file the upload carries to the cluster."""
+    from marin.execution.records import write_state_file
+    from marin.execution.references import GIT_STATE_FILE
+
+    written = [os.path.join(root, GIT_STATE_FILE), os.path.join(root, GIT_STATE_FILE + ".patch")]
+    write_state_file(root, state)
+    try:
+        yield
+    finally:
+        for path in written:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 def prefix_warning(job_argv: list[str], env: dict[str, str]) -> str | None:
@@ -127,11 +164,16 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
     from ray.job_submission import JobSubmissionClient
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    root = project_root()
     try:
-        job = build_job(list(job_argv))
+        job = build_job(list(job_argv), root)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    state = job_checkout_state(list(job_argv), root)
+    job["metadata"].update(
+        {k: str(v) for k, v in (("marin_git_branch", state.branch), ("marin_git_dirty", state.dirty)) if v is not None}
+    )
     warning = prefix_warning(list(job_argv), job["runtime_env"]["env_vars"])
     if warning:
         print(f"warning: {warning}; use gs://, s3:// or a folder every node shares", file=sys.stderr)
@@ -141,7 +183,8 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
         print(f"error: cannot reach the Ray dashboard at {address}: {exc}", file=sys.stderr)
         return 2
     try:
-        job_id = client.submit_job(**job)
+        with staged_git_state(root, state):
+            job_id = client.submit_job(**job)
     except Exception as exc:
         print(f"error: the cluster at {address} refused the job: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

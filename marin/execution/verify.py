@@ -8,6 +8,16 @@ topological order is named, since everything downstream of it usually differs be
 steps are listed on their own line and never stand in for that first difference (a step not run in one
 prefix says nothing about bytes). Exit 0 only when every step compared is identical, 1 when any step
 differs or is missing, 2 when the arguments or records cannot be used.
+
+Verify proves bytes, not bookkeeping: by default it also hashes every file of every compared step again
+(volatile files aside) and compares it with that step's own manifest, so a file overwritten (or added,
+or deleted) after its step succeeded is named, on the side where it happened. `--manifests_only` skips the rehash (it reads
+every output byte on both sides) and trusts the manifests.
+
+Volatile files (a step's `volatile_files.txt`) are not compared byte for byte, but what is deterministic
+in them is: `metrics.jsonl` lines are compared field by field without the timing fields (names ending
+in `_s` or `_per_second`), so two trainings must have the same losses, and the first training step
+where they differ is named.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from dataclasses import dataclass, field
 
 from marin.execution.inspect_prefix import load_record, record_paths
 from marin.execution.status import SUCCESS, manifest_path, read_statuses
-from marin.storage import join, read_bytes_many
+from marin.storage import compute_manifest, join, read_bytes, read_bytes_many
 
 
 @dataclass
@@ -52,7 +62,7 @@ def resolve_pair(a: str, b: str) -> tuple[str, str]:
     return join(a, "experiments", common[0]), join(b, "experiments", common[0])
 
 
-def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
+def _manifests(prefix: str, steps: list[dict]) -> tuple[list[str], list[dict | None]]:
     outs = [join(prefix, s["relative_output_path"]) for s in steps]
     states = read_statuses(outs)
     datas = read_bytes_many([manifest_path(o) for o in outs])
@@ -62,7 +72,57 @@ def _manifests(prefix: str, steps: list[dict]) -> list[dict | None]:
             result.append(json.loads(data) if state == SUCCESS and data else None)
         except ValueError:
             result.append(None)
-    return result
+    return outs, result
+
+
+def rehash_mismatches(output: str, manifest: dict) -> list[str]:
+    """The files under `output` whose bytes no longer match its own manifest (changed, deleted, added).
+
+    Volatile files are left out: some are written by background services after the step ended (W&B's
+    core process appends to its debug log), which is what declaring them volatile allows."""
+    recorded = {f["path"]: f for f in manifest.get("files", []) if not f.get("volatile")}
+    now = {f["path"]: f for f in compute_manifest(output)["files"] if not f.get("volatile")}
+    problems = []
+    for path in sorted(set(recorded) | set(now)):
+        before, after = recorded.get(path), now.get(path)
+        if after is None:
+            problems.append(f"{path}: in its manifest but deleted since")
+        elif before is None:
+            problems.append(f"{path}: added after its manifest was written")
+        elif before["sha256"] != after["sha256"] or before["size"] != after["size"]:
+            problems.append(
+                f"{path}: bytes no longer match its own manifest ({before['size']} -> {after['size']} bytes, "
+                f"sha256 {before['sha256'][:12]} -> {after['sha256'][:12]})"
+            )
+    return problems
+
+
+def _is_timing(field_name: str) -> bool:
+    return field_name.endswith(("_s", "_per_second"))
+
+
+def metrics_difference(a: bytes | None, b: bytes | None) -> str | None:
+    """Where two `metrics.jsonl` files differ once timings are set aside: the first training step whose
+    deterministic fields (loss, lr, tokens, eval losses) differ, or a step only one of them has."""
+    if a is None or b is None:
+        return "unreadable on " + ("A" if a is None else "B")
+    try:
+        lines_a = [json.loads(line) for line in a.decode().splitlines() if line.strip()]
+        lines_b = [json.loads(line) for line in b.decode().splitlines() if line.strip()]
+    except ValueError as exc:
+        return f"not JSON lines: {exc}"
+    for la, lb in zip(lines_a, lines_b, strict=False):
+        keep_a = {k: v for k, v in la.items() if not _is_timing(k)}
+        keep_b = {k: v for k, v in lb.items() if not _is_timing(k)}
+        if keep_a != keep_b:
+            step = la.get("step", "?")
+            fields = sorted(k for k in set(keep_a) | set(keep_b) if keep_a.get(k) != keep_b.get(k))
+            shown = ", ".join(f"{k} {keep_a.get(k)} vs {keep_b.get(k)}" for k in fields[:3])
+            return f"first differs at training step {step}: {shown}"
+    if len(lines_a) != len(lines_b):
+        longer, side = (lines_a, "A") if len(lines_a) > len(lines_b) else (lines_b, "B")
+        return f"only {side} has training step {longer[min(len(lines_a), len(lines_b))].get('step', '?')} on"
+    return None
 
 
 def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
@@ -94,17 +154,23 @@ def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
     return matched
 
 
-def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) -> list[StepComparison]:
+def compare_records(
+    a_path: str, b_path: str, steps_regex: str | None = None, rehash: bool = True
+) -> list[StepComparison]:
+    """Each of A's steps (and B's steps A lacks) compared; with `rehash`, each side's files against its manifest."""
     a, b = load_record(a_path), load_record(b_path)
     pattern = re.compile(steps_regex) if steps_regex else None
     a_steps = [s for s in a["steps"] if not pattern or pattern.search(s["name"])]
     b_steps = match_steps(a_steps, b["steps"])
-    a_manifests = _manifests(record_location(a_path), a_steps)
+    a_outs, a_manifests = _manifests(record_location(a_path), a_steps)
     present = [s for s in b_steps if s is not None]
-    b_found = iter(_manifests(record_location(b_path), present))
-    b_manifests = [next(b_found) if s is not None else None for s in b_steps]
+    b_found_outs, b_found = _manifests(record_location(b_path), present)
+    found = iter(zip(b_found_outs, b_found, strict=True))
+    b_pairs = [next(found) if s is not None else (None, None) for s in b_steps]
+    b_outs = [o for o, _ in b_pairs]
+    b_manifests = [m for _, m in b_pairs]
     out = []
-    for sa, sb, ma, mb in zip(a_steps, b_steps, a_manifests, b_manifests, strict=True):
+    for sa, sb, ma, mb, oa, ob in zip(a_steps, b_steps, a_manifests, b_manifests, a_outs, b_outs, strict=True):
         cmp = StepComparison(sa["name"], "identical")
         if sb is None:
             cmp.verdict, cmp.details = "missing", ["not in B's record"]
@@ -121,10 +187,27 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
                     cmp.details.append(f"{path}: only in {'B' if fa is None else 'A'}")
                 elif fa["sha256"] != fb["sha256"]:
                     cmp.details.append(f"{path}: {fa['size']} vs {fb['size']} bytes, sha256 differs")
+            metrics = sorted(p for p in volatile if p.rsplit("/", 1)[-1] == "metrics.jsonl")
+            metrics = [
+                p
+                for p in metrics
+                if any(f["path"] == p for f in ma["files"]) and any(f["path"] == p for f in mb["files"])
+            ]
+            for path in metrics:
+                why = metrics_difference(read_bytes(join(oa, path)), read_bytes(join(ob, path)))
+                if why:
+                    cmp.details.append(f"{path} (volatile): {why}")
+            if rehash:
+                for side, output, manifest in (("A", oa, ma), ("B", ob, mb)):
+                    cmp.details += [f"{side}: {problem}" for problem in rehash_mismatches(output, manifest)]
             if cmp.details:
                 cmp.verdict = "differs"
             elif volatile:
-                cmp.details.append(f"{len(volatile)} volatile file(s) not compared")
+                skipped = len(volatile) - len(metrics)
+                cmp.details.append(
+                    f"{skipped} volatile file(s) not compared"
+                    + (f", {len(metrics)} compared without timings" if metrics else "")
+                )
         if sb is not None and sb["hash"] != sa["hash"]:
             cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
             if cmp.verdict == "identical":
@@ -139,11 +222,11 @@ def compare_records(a_path: str, b_path: str, steps_regex: str | None = None) ->
     return out
 
 
-def verify_main(a: str, b: str, steps_regex: str | None = None, file=None) -> int:
+def verify_main(a: str, b: str, steps_regex: str | None = None, file=None, rehash: bool = True) -> int:
     file = file or sys.stdout
     try:
         a_path, b_path = resolve_pair(a, b)
-        comparisons = compare_records(a_path, b_path, steps_regex)
+        comparisons = compare_records(a_path, b_path, steps_regex, rehash=rehash)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
