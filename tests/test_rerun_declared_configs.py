@@ -11,7 +11,7 @@ import json
 
 from experiments.defaults import default_dedup, default_download
 from marin.execution import Executor, ExecutorStep
-from marin.execution.rerun import rebuild_steps
+from marin.execution.rebuild import rebuild_steps
 from marin.processing.dedup import DedupConfig
 from marin.step_config import StepConfig
 from tests.cli_support import marin

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from marin.execution.rerun import RerunError, rebuild_steps
+from marin.execution.rebuild import RerunError, rebuild_steps
 from marin.execution.verify import compare_records
 from tests.cli_support import marin
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from marin.execution.planning import plan_steps
-from marin.execution.rerun import RerunError, rebuild_steps
+from marin.execution.rebuild import RerunError, rebuild_steps
 from marin.execution.verify import compare_records
 from tests.cli_support import marin
 

@@ -29,8 +29,7 @@ from typing import Any
 from marin.execution.canonical import canonical_json
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.references import GIT_STATE_FILE, code_fingerprint, project_imports, project_root, reference_of
-
-RECORD_FORMAT = "marin.experiment/1"
+from marin.storage.layout import RECORD_FORMAT
 
 
 def utc_now() -> str:

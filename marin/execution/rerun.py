@@ -1,14 +1,7 @@
-"""Rebuilding an experiment from its record, and running it into another prefix (DESIGN.md §9).
+"""Running an experiment again from its record into another prefix (`marin rerun`, DESIGN.md §9).
 
-The record names each step's function and config type by import path (or by script path for
-functions defined in the experiment file), holds the instantiated config, and the version that was
-hashed. Rebuilding reverses instantiation: a field the version lists as "DEP[i]/sub" becomes
-`output_path_of(dependency, "sub")` again, a versioned field becomes `versioned(value)`, a path inside
-the step's own output becomes `this_output_path(...)`, and any other path under the record's prefix
-is re-rooted to the new prefix. A step recorded at a fixed output path (`override_output_path`, seen as a
-`relative_output_path` other than `name-hash`) gets it back, under the new prefix. The rebuilt steps must
-hash and place exactly as recorded; a step that does not is an error naming it (its code or config type
-changed in a way that changes identity).
+The steps are rebuilt from the record by `rebuild.py`; this module decides which code they run and says
+how it differs from the recorded code.
 
 Which code runs: by default the record's. The record holds the commit and, when the tree was dirty, a
 stored patch (an untracked script included); when this checkout's code differs from that, the commit is
@@ -22,24 +15,21 @@ every difference it still sees between the code and packages it runs and the rec
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import hashlib
 import io
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
-import typing
-from typing import Any
 
-from marin.execution.authoring import ExecutorStep, InputName, OutputName, ResourceConfig, VersionedValue
+from marin.execution.authoring import ExecutorStep
 from marin.execution.inspect_prefix import load_record
 from marin.execution.planning import PlanError, plan_steps
+from marin.execution.rebuild import rebuild_steps
 from marin.execution.records import (
     CheckoutState,
     checkout_state,
@@ -50,7 +40,6 @@ from marin.execution.records import (
 )
 from marin.execution.references import (
     project_root,
-    resolve_reference,
     script_override,
     ship_scripts_by_value,
     use_script_source,
@@ -59,169 +48,6 @@ from marin.storage import join, read_bytes, read_bytes_many
 from marin.storage.layout import info_path
 
 logger = logging.getLogger(__name__)
-
-_TOKEN = re.compile(r"\[(\d+)\]|\.?([^.\[\]]+)")
-
-
-class RerunError(ValueError):
-    """The record cannot be rebuilt; the message names the step and the field."""
-
-
-def _tokens(path: str) -> list[str | int]:
-    out: list[str | int] = []
-    for index, key in _TOKEN.findall(path):
-        out.append(int(index) if index else key)
-    return out
-
-
-def _set_at(data: Any, path: str, value: Any, step: str) -> None:
-    tokens = _tokens(path)
-    node = data
-    try:
-        for token in tokens[:-1]:
-            node = node[token]
-        node[tokens[-1]] = value
-    except (KeyError, IndexError, TypeError):
-        raise RerunError(f"step {step!r}: the record's config has no field {path!r} named in its version") from None
-
-
-def _mark_paths(value: Any, own_output: str, old_prefix: str, new_prefix: str) -> Any:
-    if isinstance(value, str):
-        if value == own_output:
-            return OutputName(None)
-        if value.startswith(own_output + "/"):
-            return OutputName(value[len(own_output) + 1 :])
-        if old_prefix and (value == old_prefix or value.startswith(old_prefix + "/")):
-            return new_prefix + value[len(old_prefix) :]
-        return value
-    if isinstance(value, list):
-        return [_mark_paths(v, own_output, old_prefix, new_prefix) for v in value]
-    if isinstance(value, dict):
-        return {k: _mark_paths(v, own_output, old_prefix, new_prefix) for k, v in value.items()}
-    return value
-
-
-def _build(cls: type, data: Any, types: dict[str, str], path: str, step: str) -> Any:
-    """A dataclass of type `cls` from recorded JSON, nested dataclasses typed by `types` or annotations."""
-    if not isinstance(data, dict):
-        raise RerunError(f"step {step!r}: field {path or '<config>'!r} should be a {cls.__name__} object")
-    try:
-        hints = typing.get_type_hints(cls)
-    except Exception:
-        hints = {}
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise RerunError(
-            f"step {step!r}: the record's config has field(s) {unknown} that {cls.__qualname__} no longer has"
-        )
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in data:
-            continue
-        if not f.init:
-            continue
-        sub = f"{path}.{name}" if path else name
-        kwargs[name] = _value(data[name], hints.get(name), types, sub, step)
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise RerunError(f"step {step!r}: the record's config no longer fits {cls.__qualname__}: {exc}") from None
-
-
-def _value(value: Any, hint: Any, types: dict[str, str], path: str, step: str) -> Any:
-    if isinstance(value, dict) and "__unserializable__" in value:
-        raise RerunError(
-            f"step {step!r}: field {path!r} held a {value['__unserializable__']} the record cannot restore"
-        )
-    if isinstance(value, VersionedValue):
-        return VersionedValue(_value(value.value, hint, types, path, step))
-    if path in types and isinstance(value, dict):
-        try:
-            cls = resolve_reference(types[path])
-        except ImportError as exc:
-            raise RerunError(f"step {step!r}: field {path!r}: {exc}") from None
-        return _build(cls, value, types, path, step)
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, dict):
-        return _build(hint, value, types, path, step)
-    if isinstance(value, list) and typing.get_origin(hint) is tuple:
-        return tuple(value)
-    return value
-
-
-def _override_of(entry: dict, new_prefix: str) -> str | None:
-    """The recorded fixed output path (`override_output_path`), relative to the prefix; None for `name-hash`."""
-    name, rel = entry.get("name", "?"), entry.get("relative_output_path")
-    if rel is None or rel == f"{name}-{entry.get('hash')}":
-        return None
-    if rel.startswith("/") or "://" in rel:
-        raise RerunError(
-            f"step {name!r}: recorded at {rel!r}, outside the record's prefix; a rerun into {new_prefix} "
-            "would write into (or reuse) that run's output, so it cannot rebuild this step"
-        )
-    return rel
-
-
-def rebuild_steps(record: dict, new_prefix: str) -> list[ExecutorStep]:
-    """ExecutorSteps equal in identity to the record's, with paths re-rooted to `new_prefix`."""
-    old_prefix = record.get("prefix") or ""
-    by_path: dict[str, ExecutorStep] = {}
-    steps: list[ExecutorStep] = []
-    for entry in record["steps"]:
-        name = entry.get("name", "?")
-        try:
-            fn = resolve_reference(entry["fn"])
-            cls = resolve_reference(entry["config_type"]) if entry["config_type"] is not None else None
-        except KeyError as exc:
-            raise RerunError(f"step {name!r}: the record lacks {exc}") from None
-        except ImportError as exc:
-            raise RerunError(f"step {name!r}: {exc}") from None
-        version = entry["version"]
-        data = _mark_paths(entry["config"], entry["output_path"], old_prefix, new_prefix)
-        groups = {"DEP": entry.get("dependencies", []), "PSEUDO_DEP": entry.get("pseudo_dependencies", [])}
-        for field_path, recorded in version.get("config", {}).items():
-            marker = (
-                re.fullmatch(r"(DEP|PSEUDO_DEP)\[(\d+)\](?:/(.*))?", recorded) if isinstance(recorded, str) else None
-            )
-            if marker:
-                tag, index, sub = marker.group(1), int(marker.group(2)), marker.group(3)
-                try:
-                    dep = by_path[groups[tag][index]]
-                except (IndexError, KeyError):
-                    raise RerunError(
-                        f"step {name!r}: field {field_path!r} names {recorded} but the record has "
-                        "no such dependency earlier in the DAG"
-                    ) from None
-                inp = InputName(dep, sub)
-                _set_at(data, field_path, inp if tag == "DEP" else inp.nonblocking(), name)
-            else:
-                _set_at(data, field_path, VersionedValue(recorded), name)
-        config = _build(cls, data, entry.get("config_types", {}), "", name) if cls is not None else None
-        resources = ResourceConfig(**entry["resources"]) if entry.get("resources") else None
-        step = ExecutorStep(
-            name,
-            fn,
-            config,
-            description=entry.get("description"),
-            resources=resources,
-            override_output_path=_override_of(entry, new_prefix),
-        )
-        by_path[entry["output_path"]] = step
-        steps.append(step)
-    planned = plan_steps(steps, new_prefix)
-    for entry, step in zip(record["steps"], steps, strict=True):
-        got = planned[step]
-        if got.hash != entry["hash"] or got.version != entry["version"]:
-            raise RerunError(
-                f"step {entry['name']!r}: rebuilt version hashes to {got.hash}, the record says {entry['hash']} "
-                f"(recorded {entry['version']} vs rebuilt {got.version})"
-            )
-        if "relative_output_path" in entry and got.relative_output_path != entry["relative_output_path"]:
-            raise RerunError(
-                f"step {entry['name']!r}: rebuilt output path {got.relative_output_path!r}, "
-                f"the record says {entry['relative_output_path']!r}"
-            )
-    return steps
 
 
 def _short(sha: str | None) -> str:
