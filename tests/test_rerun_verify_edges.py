@@ -201,8 +201,9 @@ def test_verify_pairs_a_step_renamed_by_a_setting_within_its_folder_and_says_so(
 
 def test_verify_pairs_by_folder_only_when_there_is_exactly_one_candidate_on_each_side():
     from marin.execution.verify import match_steps
+    from marin.storage.layout import StepRecord
 
-    a = [{"name": "tok/bpe512"}, {"name": "train/x"}, {"name": "tok/a1"}, {"name": "tok/a2"}]
-    b = [{"name": "train/x"}, {"name": "tok/bpe384"}]
-    assert [m and m["name"] for m in match_steps(a, b)] == [None, "train/x", None, None]
-    assert [m and m["name"] for m in match_steps(a[:2], b)] == ["tok/bpe384", "train/x"]
+    a = [StepRecord(name=n) for n in ("tok/bpe512", "train/x", "tok/a1", "tok/a2")]
+    b = [StepRecord(name=n) for n in ("train/x", "tok/bpe384")]
+    assert [m and m.name for m in match_steps(a, b)] == [None, "train/x", None, None]
+    assert [m and m.name for m in match_steps(a[:2], b)] == ["tok/bpe384", "train/x"]

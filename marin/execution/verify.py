@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from marin.execution.inspect_prefix import load_record, record_paths
 from marin.execution.status import SUCCESS, manifest_path, read_statuses
 from marin.storage import compute_manifest, join, read_bytes, read_bytes_many
+from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 
 
 @dataclass
@@ -62,8 +63,8 @@ def resolve_pair(a: str, b: str) -> tuple[str, str]:
     return join(a, "experiments", common[0]), join(b, "experiments", common[0])
 
 
-def _manifests(prefix: str, steps: list[dict]) -> tuple[list[str], list[dict | None]]:
-    outs = [join(prefix, s["relative_output_path"]) for s in steps]
+def _manifests(prefix: str, steps: list[StepRecord]) -> tuple[list[str], list[dict | None]]:
+    outs = [join(prefix, s.relative_output_path or s.identity) for s in steps]
     states = read_statuses(outs)
     datas = read_bytes_many([manifest_path(o) for o in outs])
     result = []
@@ -125,27 +126,27 @@ def metrics_difference(a: bytes | None, b: bytes | None) -> str | None:
     return None
 
 
-def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
+def match_steps(a_steps: list[StepRecord], b_steps: list[StepRecord]) -> list[StepRecord | None]:
     """B's counterpart of each of A's steps: the same name, else, when a folder has exactly one step of
     A and one of B without a same-name partner, that one. Experiments put settings in step names
     (tiny_lm's tokenizer is `tokenizers/shakespeare-bpe{vocab_size}`), so two runs that differ in such a
     setting have the "same" step under two names; pairing them shows its bytes and its descendants' as
     `differs`, labelled `matched by folder: A-name ~ B-name`, instead of two unrelated missing steps.
     With more than one candidate on either side nothing is guessed: they are missing."""
-    by_name = {s["name"]: s for s in b_steps}
-    matched = [by_name.get(s["name"]) for s in a_steps]
-    a_names = {s["name"] for s in a_steps}
+    by_name = {s.name: s for s in b_steps}
+    matched = [by_name.get(s.name) for s in a_steps]
+    a_names = {s.name for s in a_steps}
 
-    def folder(step: dict) -> str:
-        return step["name"].rpartition("/")[0]
+    def folder(step: StepRecord) -> str:
+        return step.name.rpartition("/")[0]
 
     lonely_a: dict[str, list[int]] = {}
     for i, sa in enumerate(a_steps):
         if matched[i] is None:
             lonely_a.setdefault(folder(sa), []).append(i)
-    lonely_b: dict[str, list[dict]] = {}
+    lonely_b: dict[str, list[StepRecord]] = {}
     for sb in b_steps:
-        if sb["name"] not in a_names:
+        if sb.name not in a_names:
             lonely_b.setdefault(folder(sb), []).append(sb)
     for name, ours in lonely_a.items():
         theirs = lonely_b.get(name, [])
@@ -154,14 +155,21 @@ def match_steps(a_steps: list[dict], b_steps: list[dict]) -> list[dict | None]:
     return matched
 
 
+def _typed_steps(record_path: str) -> list[StepRecord]:
+    try:
+        return ExperimentRecord.from_json(load_record(record_path), record_path).step_records(record_path)
+    except RecordFormatError as exc:
+        raise ValueError(str(exc)) from None
+
+
 def compare_records(
     a_path: str, b_path: str, steps_regex: str | None = None, rehash: bool = True
 ) -> list[StepComparison]:
     """Each of A's steps (and B's steps A lacks) compared; with `rehash`, each side's files against its manifest."""
-    a, b = load_record(a_path), load_record(b_path)
+    a_all, b_all = _typed_steps(a_path), _typed_steps(b_path)
     pattern = re.compile(steps_regex) if steps_regex else None
-    a_steps = [s for s in a["steps"] if not pattern or pattern.search(s["name"])]
-    b_steps = match_steps(a_steps, b["steps"])
+    a_steps = [s for s in a_all if not pattern or pattern.search(s.name)]
+    b_steps = match_steps(a_steps, b_all)
     a_outs, a_manifests = _manifests(record_location(a_path), a_steps)
     present = [s for s in b_steps if s is not None]
     b_found_outs, b_found = _manifests(record_location(b_path), present)
@@ -171,7 +179,7 @@ def compare_records(
     b_manifests = [m for _, m in b_pairs]
     out = []
     for sa, sb, ma, mb, oa, ob in zip(a_steps, b_steps, a_manifests, b_manifests, a_outs, b_outs, strict=True):
-        cmp = StepComparison(sa["name"], "identical")
+        cmp = StepComparison(sa.name, "identical")
         if sb is None:
             cmp.verdict, cmp.details = "missing", ["not in B's record"]
         elif ma is None or mb is None:
@@ -208,17 +216,17 @@ def compare_records(
                     f"{skipped} volatile file(s) not compared"
                     + (f", {len(metrics)} compared without timings" if metrics else "")
                 )
-        if sb is not None and sb["hash"] != sa["hash"]:
-            cmp.details.insert(0, f"version differs: hash {sa['hash']} vs {sb['hash']}")
+        if sb is not None and sb.hash != sa.hash:
+            cmp.details.insert(0, f"version differs: hash {sa.hash} vs {sb.hash}")
             if cmp.verdict == "identical":
                 cmp.verdict = "differs"
-        if sb is not None and sb["name"] != sa["name"]:
-            cmp.details.insert(0, f"matched by folder: {sa['name']} ~ {sb['name']}")
+        if sb is not None and sb.name != sa.name:
+            cmp.details.insert(0, f"matched by folder: {sa.name} ~ {sb.name}")
         out.append(cmp)
     matched = {id(sb) for sb in b_steps if sb is not None}
-    for sb in b["steps"]:
-        if id(sb) not in matched and (not pattern or pattern.search(sb["name"])):
-            out.append(StepComparison(sb["name"], "missing", ["not in A's record"]))
+    for sb in b_all:
+        if id(sb) not in matched and (not pattern or pattern.search(sb.name)):
+            out.append(StepComparison(sb.name, "missing", ["not in A's record"]))
     return out
 
 
