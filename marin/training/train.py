@@ -290,9 +290,10 @@ def _stop_wandb(wandb_dir: str) -> None:
     makes leaves a log handler on the run's debug.log that W&B's exit hook appends to; the service writes
     debug-core.log (outside, in ~/.cache/wandb, linked from the run's folder) all its life; and W&B keeps
     the settings, WANDB_DIR included, of its first run, so the next training of the process would write
-    its run into this output. `wandb.teardown()` stops the service and waits for it (it finishes any run
-    of the process still open, which is why trainings take turns); what is left is to close the leftover
-    handlers and to replace each link that leads out of the folder by a copy of the file it names.
+    its run into this output. `wandb.teardown()` stops the service and waits for it (it would also finish
+    any other W&B run the process has open: trainings take turns, so none of theirs is); what is left is
+    to close the leftover handlers and to replace each link that leads out of the folder by a copy of the
+    file it names.
     """
     import wandb
 
