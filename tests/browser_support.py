@@ -51,7 +51,11 @@ class ServerThread:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        # log_config=None: uvicorn's default logging setup is `logging.config.dictConfig`, which closes every
+        # handler of the process, absl's among them; absl then closes the stream it captured when imported
+        # (pytest's capture file, under an earlier test) because sys.stderr is by now the executor's router.
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", log_config=None)
+        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> ServerThread:

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import posixpath
+import shutil
 import tempfile
 import threading
 import time
@@ -261,6 +262,64 @@ def _environment(overrides: dict[str, str]):
                 os.environ[key] = value
 
 
+@contextlib.contextmanager
+def _root_logging_restored():
+    """Levanter's `init_logging` swaps the root logger's handlers for a console and a file handler of its
+    own (`basicConfig(force=True)`). Left in place, every later log line of the process is written twice
+    into the step that logs it (once by the executor's step-log handler, once through Levanter's console
+    handler, whose stream the executor routes to the same log), so the handlers are put back as found."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+            handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+
+
+def _stop_wandb(wandb_dir: str) -> None:
+    """Stops W&B before the step returns, so that nothing writes into its output once it has.
+
+    Finishing the run (Levanter does, at the end of `train_lm.main`) is not enough: W&B's service process
+    lives as long as the process and keeps the run's debug-internal.log open; a second `wandb.init` Levanter
+    makes leaves a log handler on the run's debug.log that W&B's exit hook appends to; the service writes
+    debug-core.log (outside, in ~/.cache/wandb, linked from the run's folder) all its life; and W&B keeps
+    the settings, WANDB_DIR included, of its first run, so the next training of the process would write
+    its run into this output. `wandb.teardown()` stops the service and waits for it (it would also finish
+    any other W&B run the process has open: trainings take turns, so none of theirs is); what is left is
+    to close the leftover handlers and to replace each link that leads out of the folder by a copy of the
+    file it names.
+    """
+    import wandb
+
+    try:
+        wandb.teardown()
+    except SystemExit as exc:  # W&B exits the caller when its service exited with an error
+        logger.warning("W&B's service ended with exit code %s", exc.code)
+    wandb_logger = logging.getLogger("wandb")
+    for handler in list(wandb_logger.handlers):
+        if isinstance(handler, logging.FileHandler) and _is_under(handler.baseFilename, wandb_dir):
+            wandb_logger.removeHandler(handler)
+            handler.close()
+    for dirpath, dirnames, filenames in os.walk(wandb_dir):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) and not _is_under(os.path.realpath(path), wandb_dir):
+                target = os.path.realpath(path)
+                os.unlink(path)
+                if os.path.isfile(target):
+                    shutil.copyfile(target, path)
+
+
+def _is_under(path: str, folder: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
+
+
 def train(config: TrainConfig) -> None:
     """Train (or resume training) the model of `config`, writing into `config.output_path`."""
     parent = check_inputs(config)
@@ -307,8 +366,12 @@ def train(config: TrainConfig) -> None:
 
         if _ONE_TRAINING_PER_PROCESS.locked():
             logger.info("another training runs in this process: %s waits for it", run_id)
-        with _ONE_TRAINING_PER_PROCESS, _environment(env):
-            train_lm.main(levanter_config(config, tokenizer, parent, run_id))
+        with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
+            try:
+                train_lm.main(levanter_config(config, tokenizer, parent, run_id))
+            finally:
+                if config.wandb_mode != "disabled":
+                    _stop_wandb(env["WANDB_DIR"])
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
     if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):
