@@ -79,10 +79,10 @@ def _manifests(prefix: str, steps: list[StepRecord]) -> tuple[list[str], list[di
 def rehash_mismatches(output: str, manifest: dict) -> list[str]:
     """The files under `output` whose bytes no longer match its own manifest (changed, deleted, added).
 
-    Volatile files are left out: some are written by background services after the step ended (W&B's
-    core process appends to its debug log), which is what declaring them volatile allows."""
-    recorded = {f["path"]: f for f in manifest.get("files", []) if not f.get("volatile")}
-    now = {f["path"]: f for f in compute_manifest(output)["files"] if not f.get("volatile")}
+    Volatile files are checked too: volatile means their bytes may differ between two identical runs, not
+    that they may change once published (a step has finished writing when its function returns)."""
+    recorded = {f["path"]: f for f in manifest.get("files", [])}
+    now = {f["path"]: f for f in compute_manifest(output)["files"]}
     problems = []
     for path in sorted(set(recorded) | set(now)):
         before, after = recorded.get(path), now.get(path)
