@@ -11,6 +11,7 @@ already SUCCESS is never run again; one FAILED is rerun only with `force_run_fai
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from marin.execution.records import (
 )
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
-from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed, staging_template
 from marin.storage import append_line, create_if_absent, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
@@ -321,7 +322,7 @@ class Executor:
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan),
+            config=instantiate_config(dataclasses.replace(p, output_path=staging_template(p.output_path)), plan),
             info=step_record(p, plan),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,

@@ -10,6 +10,7 @@ before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -31,18 +32,30 @@ from marin.execution.status import (
     info_path,
     lease_path,
     logs_dir,
-    manifest_path,
     read_status,
     write_status,
 )
 from marin.storage import (
     compute_manifest,
+    create_if_absent,
     is_local,
     list_dir,
     makedirs,
     read_bytes,
     strip_protocol,
     write_bytes,
+)
+from marin.storage.staging import (
+    Fenced,
+    Publication,
+    adopt,
+    attempts,
+    discard,
+    prepare_publication,
+    publish,
+    publish_commit_file,
+    stage_commit_file,
+    staging_path,
 )
 
 logger = logging.getLogger(__name__)
@@ -220,11 +233,15 @@ def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
 
 def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     out = task.output_path
-    attempt = _next_attempt(out)
+    attempt = _claim_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
-    write_bytes(info_path(out), dump_json(task.info))
-    write_status(out, RUNNING)
+    staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
+    _take_over_staging(task, out, staging)
+    stage_commit_file(staging, INFO, dump_json(task.info))
+    stage_commit_file(staging, STATUS, RUNNING.encode())
+    _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
     keep_alive(lease)
+    config = bind_output(task.config, staging_template(out), staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
@@ -238,7 +255,7 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
             )
             for tries_left in range(task.retries, -1, -1):
                 try:
-                    task.fn(task.config)
+                    task.fn(config)
                     error = None
                     break
                 except (Exception, SystemExit) as exc:
@@ -248,33 +265,126 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
                         logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
             if error is None:
                 logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
+            lease.thread_id = None
     except LeaseLost:
         lease.release()
         raise
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
-        if not lease.still_held():
-            raise LeaseLost()
-        write_status(out, FAILED)
+        stage_commit_file(staging, STATUS, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.still_held():
-        raise LeaseLost()
     try:
-        manifest = compute_manifest(out)
-        write_bytes(manifest_path(out), dump_json(manifest))
+        stage_commit_file(staging, MANIFEST, dump_json(compute_manifest(staging)))
+        publication = prepare_publication(staging, out)
     except Exception as exc:
         error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
         _append_log(log_path, traceback.format_exc())
-        write_status(out, FAILED)
+        stage_commit_file(staging, STATUS, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.still_held():
-        raise LeaseLost()
-    write_status(out, SUCCESS)
+    stage_commit_file(staging, STATUS, SUCCESS.encode())
+    _publish_under_lease(lease, staging, out, publication, [MANIFEST, STATUS])
     lease.release()
+    _discard_attempts(out)
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
+
+
+INFO, STATUS, MANIFEST = ".executor_info", ".executor_status", ".executor_manifest.json"
+
+
+def _publish_under_lease(
+    lease: Lease, staging: str, out: str, publication: Publication | None, commit_files: list[str]
+) -> None:
+    """After one last lease check, only moves out of the staging folder: outputs, then executor files.
+
+    A runner paused right after the check finds, when it resumes, its staging folder taken by the new
+    owner: every move then fails (Fenced), so nothing of it reaches `out`.
+    """
+    if not lease.still_held():
+        lease.release()
+        raise LeaseLost()
+    try:
+        if publication is not None:
+            publish(publication)
+        for name in commit_files:
+            publish_commit_file(staging, out, name)
+    except Fenced as exc:
+        logger.error("%s", exc)
+        lease.lost.set()
+        lease.release()
+        raise LeaseLost() from exc
+
+
+def staging_template(output_path: str) -> str:
+    """The placeholder the executor instantiates `this_output_path()` with; each attempt binds its own."""
+    return staging_path(output_path, "@attempt")
+
+
+def bind_output(config: Any, template: str, staging: str) -> Any:
+    """`config` with every string under `template` re-rooted at `staging` (frozen dataclasses copied)."""
+
+    def bind(value: Any) -> Any:
+        if isinstance(value, str):
+            if value == template or value.startswith(template + "/"):
+                return staging + value[len(template) :]
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if f.init:
+                    old = getattr(value, f.name)
+                    new = bind(old)
+                    if new is not old:
+                        changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if isinstance(value, list | tuple):
+            items = [bind(v) for v in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return type(value)(items) if type(value) in (list, tuple) else value
+        if isinstance(value, dict):
+            items = {k: bind(v) for k, v in value.items()}
+            return items if any(items[k] is not value[k] for k in value) else value
+        return value
+
+    return bind(config)
+
+
+def _claim_attempt(output_path: str) -> int:
+    """The next attempt number, claimed by creating its log file (two runners never share one)."""
+    attempt = _next_attempt(output_path)
+    while create_if_absent(f"{logs_dir(output_path)}/{attempt:03d}.log", b"") is None:
+        attempt += 1
+    return attempt
+
+
+def _take_over_staging(task: StepTask, out: str, staging: str) -> None:
+    """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
+
+    A rerun of a step that succeeded (its code changed) starts from an empty folder instead. Either way
+    no earlier attempt's folder survives under its own name, which is what fences its runner out.
+    """
+    earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
+    keep = None if task.rerun_succeeded or not earlier else earlier[-1]
+    for name in earlier:
+        if name != keep:
+            discard(staging_path(out, name))
+    if keep is not None:
+        logger.info("step %s: resuming from the files of attempt %s", task.name, keep)
+        adopt(staging_path(out, keep), staging)
+    makedirs(staging)
+
+
+def _discard_attempts(out: str) -> None:
+    try:
+        for name in attempts(out):
+            discard(staging_path(out, name))
+    except Exception as exc:
+        logger.warning("could not clean %s/.executor_attempts (harmless): %s", out, exc)
 
 
 def _append_log(log_path: str, text: str) -> None:

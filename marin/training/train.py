@@ -243,7 +243,9 @@ def _local_log_dir():
 
 def run_id_of(output_path: str) -> str:
     """A stable id for Levanter and W&B: the step folder's name (`<name>-<hash8>`), made id-safe."""
-    base = posixpath.basename(output_path.rstrip("/")) or "run"
+    from marin.storage.staging import published_path
+
+    base = posixpath.basename(published_path(output_path).rstrip("/")) or "run"
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in base)[:120]
 
 

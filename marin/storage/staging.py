@@ -1,0 +1,215 @@
+"""Attempt-scoped staging: a step writes into a folder of its own attempt, published only under its lease.
+
+A runner paused past its lease (SIGSTOP, a long GC, a partition) can resume and write any file at
+any time, through marin.storage or not (tensorstore writes Levanter's checkpoints directly). So a step
+never writes its final folder. Its attempt gets a private folder,
+
+    <out>/.executor_attempts/<NNN>-<owner8>/      the step's files, as its config's output_path
+    <out>/.executor_attempts/<NNN>-<owner8>/.executor_commit/   executor files waiting to be published
+
+and every write into `<out>` itself is a *move* out of that folder: a rename locally, a server-side
+copy on GCS and S3. A runner taking a step over first moves the previous attempt's folder into its own
+(to resume from its shards and checkpoints) or deletes it; from then on every move the old runner
+still tries fails because its source is gone, and anything it writes lands in a folder nobody
+publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
+written into `.executor_commit/` *before* its last lease check, so after that check it only moves.
+
+`published_path` maps a path inside a staging folder to where it will be published, for what a step
+records about itself (relative paths in its outputs, a run id made of its folder's name).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from marin.storage.files import FSYNC, REMOTE_PARALLELISM, _object_api, list_dir, write_bytes
+from marin.storage.manifest import EXECUTOR_FILE_PREFIX
+from marin.storage.paths import is_local, join, strip_protocol
+
+ATTEMPTS = ".executor_attempts"
+"""The folder, inside a step's output, that holds one staging folder per attempt."""
+COMMIT = ".executor_commit"
+"""Inside a staging folder: executor files written before the lease check, moved into `<out>` after it."""
+TRASH = ".executor_trash"
+"""Inside a staging folder: where the final folder's old files go when the staged ones replace them."""
+
+
+class Fenced(RuntimeError):
+    """A move out of a staging folder found its source gone: another runner took the step over."""
+
+
+def staging_path(output_path: str, attempt: str) -> str:
+    return join(output_path, ATTEMPTS, attempt)
+
+
+def published_path(path: str) -> str:
+    """`<out>/.executor_attempts/<attempt>/rest` -> `<out>/rest`; any other path unchanged."""
+    marker = f"/{ATTEMPTS}/"
+    if marker not in path:
+        return path
+    head, _, tail = path.partition(marker)
+    _, _, rest = tail.partition("/")
+    return join(head, rest) if rest else head
+
+
+def attempts(output_path: str) -> list[str]:
+    """Names of the staging folders under `<out>/.executor_attempts`, oldest attempt first."""
+    names = list_dir(join(output_path, ATTEMPTS))
+    return sorted(names, key=lambda n: (int(n.split("-")[0]) if n.split("-")[0].isdigit() else -1, n))
+
+
+def _is_output(name: str) -> bool:
+    return not name.startswith(EXECUTOR_FILE_PREFIX) and not name.startswith(".tmp-")
+
+
+def adopt(previous: str, target: str) -> None:
+    """Moves the files of an earlier attempt's staging folder into `target` (so a new attempt resumes).
+
+    Locally one rename of the whole folder; on a bucket a server-side copy of each object, then the
+    deletion of the old folder (an object the old runner writes meanwhile is left behind, never published).
+    """
+    if is_local(previous):
+        src, dst = strip_protocol(previous), strip_protocol(target)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.rmtree(dst, ignore_errors=True)
+        os.rename(src, dst)
+        shutil.rmtree(os.path.join(dst, COMMIT), ignore_errors=True)
+        return
+    api = _object_api(previous)
+    names = [rel for rel, _ in api.list_files(previous) if not rel.startswith(COMMIT + "/")]
+    _parallel(lambda rel: api.copy_object(join(previous, rel), join(target, rel)), names)
+    discard(previous)
+
+
+def discard(staging: str) -> None:
+    """Deletes a staging folder and everything in it."""
+    if is_local(staging):
+        shutil.rmtree(strip_protocol(staging), ignore_errors=True)
+        return
+    api = _object_api(staging)
+    _parallel(lambda rel: api.delete_object(join(staging, rel)), [rel for rel, _ in api.list_files(staging)])
+
+
+def stage_commit_file(staging: str, name: str, data: bytes) -> None:
+    """Writes an executor file (`.executor_status`, ...) into the staging folder, to be published later."""
+    write_bytes(join(staging, COMMIT, name), data)
+
+
+def publish_commit_file(staging: str, output_path: str, name: str) -> None:
+    """Moves a staged executor file into `<out>`; Fenced when the staging folder was taken over."""
+    source, target = join(staging, COMMIT, name), join(output_path, name)
+    if is_local(source):
+        try:
+            os.replace(strip_protocol(source), strip_protocol(target))
+        except FileNotFoundError as exc:
+            raise Fenced(f"{source} is gone: another runner took {output_path} over") from exc
+        _fsync_dir(strip_protocol(output_path))
+        return
+    if not _object_api(source).copy_object(source, target):
+        raise Fenced(f"{source} is gone: another runner took {output_path} over")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What publishing a staging folder will do, listed before the runner's last lease check."""
+
+    staging: str
+    """The attempt's staging folder."""
+    output_path: str
+    """The step's final folder."""
+    outputs: list[str]
+    """The staged files to move in (locally: top-level names; on a bucket: every object)."""
+    stale: list[tuple[str, str | None]]
+    """The final folder's own files to remove first, with the version each had when listed (buckets)."""
+
+
+def prepare_publication(staging: str, output_path: str) -> Publication:
+    """Lists what `publish` will move and remove; locally, fsyncs the staged files and makes the trash.
+
+    Everything `publish` does afterwards is a move out of, or into, the staging folder (or a delete
+    conditional on a version listed here), so it fails once another runner took the staging folder.
+    """
+    if is_local(staging):
+        src, dst = strip_protocol(staging), strip_protocol(output_path)
+        if FSYNC:
+            fsync_tree(src)
+        os.makedirs(os.path.join(src, TRASH), exist_ok=True)
+        outputs = sorted(n for n in os.listdir(src) if _is_output(n))
+        stale = sorted((n, None) for n in (os.listdir(dst) if os.path.isdir(dst) else []) if _is_output(n))
+        return Publication(staging, output_path, outputs, stale)
+    from marin.storage.manifest import _is_bookkeeping
+
+    api = _object_api(staging)
+    outputs = sorted(rel for rel, _ in api.list_files(staging) if not _is_bookkeeping(rel))
+    wanted = set(outputs)
+    stale = sorted(
+        (rel, version)
+        for rel, version in api.list_versions(output_path)
+        if not _is_bookkeeping(rel) and rel not in wanted
+    )
+    return Publication(staging, output_path, outputs, stale)
+
+
+def publish(pub: Publication) -> None:
+    """Makes the final folder's own files exactly the staged ones; Fenced once the step was taken over.
+
+    Executor files (`.executor_*`: status, lease, logs, the attempts folder) are left alone. Locally the
+    final folder's old files are moved into the staging folder's trash (a rename that fails once that
+    folder is gone), then the staged ones are renamed in. On a bucket the old objects are deleted only if
+    unchanged since listed, then the staged ones are copied in (a copy fails once its source is gone).
+    """
+    gone = f"{pub.staging} is gone: another runner took {pub.output_path} over"
+    if is_local(pub.staging):
+        src, dst = strip_protocol(pub.staging), strip_protocol(pub.output_path)
+        trash = os.path.join(src, TRASH)
+        try:
+            for name, _ in pub.stale:
+                if os.path.lexists(os.path.join(dst, name)):
+                    os.rename(os.path.join(dst, name), os.path.join(trash, name))
+            for name in pub.outputs:
+                os.rename(os.path.join(src, name), os.path.join(dst, name))
+        except FileNotFoundError as exc:
+            raise Fenced(gone) from exc
+        _fsync_dir(dst)
+        return
+    api = _object_api(pub.staging)
+    removed = _parallel(lambda item: api.delete_if_unchanged(join(pub.output_path, item[0]), item[1]), pub.stale)
+    if not all(removed):
+        raise Fenced(f"{pub.output_path} changed since it was listed: another runner took it over")
+    copied = _parallel(lambda rel: api.copy_object(join(pub.staging, rel), join(pub.output_path, rel)), pub.outputs)
+    if not all(copied):
+        raise Fenced(gone)
+
+
+def fsync_tree(root: str) -> None:
+    """fsyncs every file and folder under a local `root` (and `root` itself)."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(dirpath)
+
+
+def _fsync_dir(path: str) -> None:
+    if not FSYNC:
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parallel(fn, items: list) -> list:
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(REMOTE_PARALLELISM, len(items))) as pool:
+        return list(pool.map(fn, items))
