@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -30,14 +31,23 @@ class HoldConfig:
 
 
 def hold_step(config: HoldConfig) -> None:
+    """Writes from a worker thread, as data steps do: a lost lease interrupts the step's own thread
+    only, so a fenced-out runner's worker goes on writing after it resumes."""
     pid = str(os.getpid()).encode()
-    write_bytes(join(config.output_path, "first.txt"), pid)
-    with open(config.started_file, "a") as f:
-        f.write(f"{os.getpid()}\n")
-    while os.path.exists(config.hold_file):
-        time.sleep(0.02)
-    write_bytes(join(config.output_path, "second.txt"), pid)
-    write_bytes(join(config.output_path, f"late-{os.getpid()}.txt"), pid)
+
+    def work():
+        write_bytes(join(config.output_path, "first.txt"), pid)
+        with open(config.started_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        while os.path.exists(config.hold_file):
+            time.sleep(0.02)
+        write_bytes(join(config.output_path, "second.txt"), pid)
+        write_bytes(join(config.output_path, f"late-{os.getpid()}.txt"), pid)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
 
 
 def build(hold_file: str, started_file: str) -> list[ExecutorStep]:
