@@ -56,6 +56,7 @@ from marin.storage.staging import (
     publish_commit_file,
     stage_commit_file,
     staging_path,
+    sync_folder,
 )
 
 logger = logging.getLogger(__name__)
@@ -278,6 +279,7 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
     try:
         stage_commit_file(staging, MANIFEST, dump_json(compute_manifest(staging)))
+        stage_commit_file(staging, STATUS, SUCCESS.encode())
         publication = prepare_publication(staging, out)
     except Exception as exc:
         error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
@@ -286,7 +288,6 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
         _publish_under_lease(lease, staging, out, None, [STATUS])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    stage_commit_file(staging, STATUS, SUCCESS.encode())
     _publish_under_lease(lease, staging, out, publication, [MANIFEST, STATUS])
     lease.release()
     _discard_attempts(out)
@@ -311,6 +312,8 @@ def _publish_under_lease(
         if publication is not None:
             publish(publication)
         for name in commit_files:
+            if name == STATUS and publication is not None:
+                sync_folder(out)
             publish_commit_file(staging, out, name)
     except Fenced as exc:
         logger.error("%s", exc)

@@ -15,7 +15,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from marin.storage.files import FSYNC
 from marin.storage.paths import is_local, protocol_of, strip_protocol
 
 
@@ -96,9 +95,6 @@ def _write_temp(folder: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-cond-")
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-        if FSYNC:
-            f.flush()
-            os.fsync(f.fileno())
     return tmp
 
 
