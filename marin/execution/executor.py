@@ -11,11 +11,14 @@ already SUCCESS is never run again; one FAILED is rerun only with `force_run_fai
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -34,7 +37,14 @@ from marin.execution.records import (
 )
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
-from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed, staging_template
+from marin.execution.step_runner import (
+    INTERRUPTED,
+    LEFT_FOR_RERUN,
+    StepOutcome,
+    StepTask,
+    mark_dep_failed,
+    staging_template,
+)
 from marin.storage import append_line, create_if_absent, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
@@ -103,6 +113,7 @@ class Executor:
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
         self.last_record_path: str | None = None
+        self.interrupted = False
         self.last_outcomes: dict[ExecutorStep, StepOutcome] = {}
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
@@ -178,8 +189,23 @@ class Executor:
         self.last_record_path = record_path
         started = utc_now()
         self._write_record(plan, record_path)
+        self.interrupted = False
         outcomes = self._execute(plan, decisions, force_run_failed)
-        self._append_run(record_path, plan, outcomes, started)
+        with _ctrl_c_deferred(self.interrupted):
+            self._append_run(record_path, plan, outcomes, started)
+        if self.interrupted:
+            left = [
+                d.planned.relative_output_path
+                for d in decisions
+                if outcomes[id(d.planned)].status in (INTERRUPTED, "NOT_RUN")
+            ]
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            print(
+                f"interrupted: {len(left)} step(s) left unfinished ({shown}); run the same command again to resume",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise KeyboardInterrupt
         self.last_outcomes = {step: outcomes[id(p)] for step, p in plan.by_step.items() if id(p) in outcomes}
         print_summary(plan, decisions, outcomes, record_path)
         failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
@@ -296,8 +322,15 @@ class Executor:
                                 ready.append(child)
                     else:
                         self._fail_downstream(id(p), dependents, pending, outcomes, plan)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
+            for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
+                outcomes[id(in_flight.pop(handle))] = outcome
+            for p in in_flight.values():
+                outcomes[id(p)] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
-            if backend is not None:
+            if backend is not None and not self.interrupted:
                 backend.shutdown()
         for key in pending:
             outcomes.setdefault(key, StepOutcome("NOT_RUN"))
@@ -343,6 +376,19 @@ class Executor:
                 p.relative_output_path,
                 detail,
             )
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred(defer: bool):
+    """After a Ctrl-C, another one does not cut the run's line in `.runs.jsonl` short (main thread only)."""
+    if not defer or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:

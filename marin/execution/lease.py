@@ -253,9 +253,9 @@ def try_acquire(
     )
 
 
-def interrupt_thread(thread_id: int) -> None:
-    """Raises LeaseLost in another thread at its next Python instruction."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(LeaseLost))
+def interrupt_thread(thread_id: int, exc: type[BaseException] = LeaseLost) -> None:
+    """Raises `exc` (LeaseLost) in another thread at its next Python instruction."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
 
 
 class _Keeper:

@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.capture import capture_process, capture_thread
-from marin.execution.lease import Lease, LeaseHeld, LeaseLost, keep_alive, new_owner_id, try_acquire
+from marin.execution.lease import (
+    Lease,
+    LeaseHeld,
+    LeaseLost,
+    interrupt_thread,
+    keep_alive,
+    new_owner_id,
+    try_acquire,
+)
 from marin.execution.records import dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
@@ -33,15 +41,18 @@ from marin.execution.status import (
     lease_path,
     logs_dir,
     read_status,
+    status_path,
     write_status,
 )
 from marin.storage import (
     compute_manifest,
     create_if_absent,
+    delete_if_unchanged,
     is_local,
     list_dir,
     makedirs,
     read_bytes,
+    read_with_version,
     strip_protocol,
     write_bytes,
 )
@@ -99,8 +110,51 @@ class StepOutcome:
         return self.status in ("SUCCESS", "SKIPPED", "RAN_ELSEWHERE")
 
 
+class RunnerInterrupted(BaseException):
+    """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
+
+
+INTERRUPTED = "INTERRUPTED"
+LEFT_FOR_RERUN = "interrupted (Ctrl-C); a rerun resumes it"
+
+_interruptible: dict[int, str] = {}
+"""Threads running a step's own code (or waiting for its lease), by thread id: what Ctrl-C interrupts."""
+_interruptible_lock = threading.Lock()
+
+
+def interrupt_running_steps() -> list[str]:
+    """Raises RunnerInterrupted in every thread of this process that runs a step's code; their names."""
+    with _interruptible_lock:
+        for thread_id in _interruptible:
+            interrupt_thread(thread_id, RunnerInterrupted)
+        return sorted(_interruptible.values())
+
+
+def _interruptible_now(name: str | None) -> None:
+    """Marks this thread as running step `name`'s code (None: no longer; the commit is never interrupted)."""
+    with _interruptible_lock:
+        if name is None:
+            _interruptible.pop(threading.get_ident(), None)
+        else:
+            _interruptible[threading.get_ident()] = name
+
+
 def execute_step(task: StepTask) -> StepOutcome:
-    """Runs `task` exactly once across all runners, or waits for whoever runs it."""
+    """Runs `task` exactly once across all runners, or waits for whoever runs it.
+
+    Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread), it returns
+    INTERRUPTED with the step left as it was before this attempt and its lease released.
+    """
+    _interruptible_now(task.name)
+    try:
+        return _execute_step(task)
+    except (KeyboardInterrupt, RunnerInterrupted):
+        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
+    finally:
+        _interruptible_now(None)
+
+
+def _execute_step(task: StepTask) -> StepOutcome:
     owner = new_owner_id()
     seen_versions: dict[str, float] = {}
     delay = WAIT_POLL_S[0]
@@ -217,7 +271,8 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
 def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
     try:
         return _run_with_lease_unguarded(task, lease)
-    except (LeaseLost, RunnerTerminated):
+    except (LeaseLost, RunnerTerminated, KeyboardInterrupt, RunnerInterrupted):
+        lease.release()
         raise
     except BaseException as exc:
         logger.error("step %s: the runner itself failed: %s", task.name, exc)
@@ -234,9 +289,40 @@ def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
 
 def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
     out = task.output_path
+    previous = read_status(out)
     attempt = _claim_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
     staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
+    try:
+        return _run_attempt(task, lease, attempt, log_path, staging)
+    except (KeyboardInterrupt, RunnerInterrupted):
+        _interruptible_now(None)
+        logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
+        _leave_unfinished(lease, staging, out, previous)
+        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN, attempt=attempt, log_path=log_path)
+
+
+def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None) -> None:
+    """Puts back the status the step had before this attempt (none: no status file) and releases the lease.
+
+    The staging folder stays: the next attempt resumes from it. Nothing was published, so an earlier
+    SUCCESS still vouches for the files in the final folder.
+    """
+    try:
+        if previous not in (None, RUNNING):
+            stage_commit_file(staging, STATUS, previous.encode())
+            _publish_under_lease(lease, staging, out, None, [STATUS])
+        else:
+            current = read_with_version(status_path(out))
+            if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
+                delete_if_unchanged(status_path(out), current.version)
+    except (LeaseLost, Exception) as exc:
+        logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
+    lease.release()
+
+
+def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
+    out = task.output_path
     _take_over_staging(task, out, staging)
     stage_commit_file(staging, INFO, dump_json(task.info))
     stage_commit_file(staging, STATUS, RUNNING.encode())
@@ -266,6 +352,7 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
                         logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
             if error is None:
                 logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
+            _interruptible_now(None)
             lease.thread_id = None
     except LeaseLost:
         lease.release()
