@@ -3,8 +3,12 @@
 The order of writes is the contract readers rely on: `.executor_info` and `RUNNING` first, then the
 step's own files, then `.executor_manifest.json`, then `SUCCESS`, then the lease is released. A
 reader trusts only `SUCCESS`, so a crash at any point leaves a state the next run completes: the
-lease goes stale, the next runner takes it over and runs the step again. Before the manifest and
-before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lost writes nothing more.
+lease goes stale, the next runner takes it over and resumes from the attempt's files.
+
+The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
+that reaches the final folder is moved there out of that folder after a lease check, and a runner
+taking over first takes that folder away. So a runner that lost its lease, whatever it still does,
+cannot change what its successor published (fencing, DESIGN.md §11).
 """
 
 from __future__ import annotations
