@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, output_path_of, versioned
-from marin.storage import join, write_bytes
+from marin.storage import join, read_bytes, write_bytes
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,15 @@ class LoopConfig:
 
 
 def loop_step(config: LoopConfig) -> None:
+    """Writes `partial.txt`, loops until released, then `done.txt` saying whether an earlier attempt's
+    `partial.txt` was already there (the attempt resumed from its files)."""
+    resumed = read_bytes(join(config.output_path, "partial.txt")) is not None
     write_bytes(join(config.output_path, "partial.txt"), b"started")
     with open(config.started_file, "a") as f:
         f.write(f"{config.value}\n")
     while not os.path.exists(config.release_file):
         time.sleep(0.02)
-    write_bytes(join(config.output_path, "done.txt"), str(config.value).encode())
+    write_bytes(join(config.output_path, "done.txt"), f"{config.value} resumed={resumed}".encode())
 
 
 def build(started: str, release: str) -> list[ExecutorStep]:

@@ -75,8 +75,10 @@ def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tm
     assert rerun.returncode == 0, rerun_log
     assert "resuming from the files of attempt" in rerun_log
     executor = Executor(prefix, backend="local", experiment_name="interrupt")
-    for out in executor.plan(build(started, release)).values():
-        assert read_text(join(out, ".executor_status")) == "SUCCESS"
+    first, second = executor.plan(build(started, release)).values()
+    assert read_text(join(first, ".executor_status")) == read_text(join(second, ".executor_status")) == "SUCCESS"
+    assert read_text(join(first, "done.txt")) == "1 resumed=True"
+    assert read_text(join(second, "done.txt")) == "2 resumed=False"
 
 
 def test_a_second_ctrl_c_still_ends_cleanly_with_the_runs_line(tmp_path):
