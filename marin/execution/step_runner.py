@@ -327,11 +327,11 @@ def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None
 
 def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
     out = task.output_path
+    keep_alive(lease)
     _take_over_staging(task, out, staging)
     stage_commit_file(staging, INFO, dump_json(task.info))
     stage_commit_file(staging, STATUS, RUNNING.encode())
     _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
-    keep_alive(lease)
     config = bind_output(task.config, staging_template(out), staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
