@@ -96,7 +96,7 @@ def held_object_path(request, paths: list[str], name: str) -> str:
         p
         for p in paths
         if key.endswith(f"/{name}")
-        and (key == f"{key_of[p]}/{name}" or key.startswith(f"{key_of[p]}/.executor_attempts/"))
+        and (key == f"{key_of[p]}/{name}" or key.startswith(f"{key_of[p]}/.executor_attempt."))
     ]
     assert len(found) == 1, (request.method, request.path)
     return found[0]

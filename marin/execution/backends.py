@@ -19,6 +19,7 @@ from marin.execution.step_runner import (
     StepOutcome,
     StepTask,
     execute_step,
+    finish_cleanups,
     interrupt_running_steps,
 )
 from marin.sharding import RAY_SYSTEM_RETRIES
@@ -87,6 +88,7 @@ class LocalBackend:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        finish_cleanups()
 
 
 def ray_options(resources: ResourceConfig | None) -> dict:

@@ -66,6 +66,7 @@ from marin.storage.staging import (
     adopt,
     attempts,
     discard,
+    discard_all,
     prepare_publication,
     publish,
     publish_commit_file,
@@ -156,6 +157,8 @@ def execute_step(task: StepTask) -> StepOutcome:
         return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
     finally:
         _interruptible_now(None)
+        if task.capture == "process":
+            finish_cleanups()
 
 
 def _execute_step(task: StepTask) -> StepOutcome:
@@ -185,7 +188,7 @@ def _execute_step(task: StepTask) -> StepOutcome:
             if status == FAILED and not task.force_run_failed:
                 claim.release()
                 return StepOutcome("FAILED", error="failed in another runner (see its log)")
-            return _run_with_lease(task, claim)
+            return _run_with_lease(task, claim, status)
         except LeaseLost:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
             announced = True
@@ -255,7 +258,7 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
                 os.unlink(local)
 
 
-def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
     """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
 
     SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
@@ -263,7 +266,7 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     """
     with _sigterm_stops_the_runner() as previous_handler:
         try:
-            return _run_with_lease_guarded(task, lease)
+            return _run_with_lease_guarded(task, lease, previous)
         except RunnerTerminated:
             logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
             lease.release()
@@ -272,9 +275,9 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     raise SystemExit(128 + signal.SIGTERM)
 
 
-def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease_guarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
     try:
-        return _run_with_lease_unguarded(task, lease)
+        return _run_with_lease_unguarded(task, lease, previous)
     except (LeaseLost, RunnerTerminated, KeyboardInterrupt, RunnerInterrupted):
         lease.release()
         raise
@@ -291,9 +294,9 @@ def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
         raise
 
 
-def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease_unguarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
+    """`previous`: the step's status when this runner took the lease (put back if it is interrupted)."""
     out = task.output_path
-    previous = read_status(out)
     attempt = _claim_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
     staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
@@ -473,12 +476,38 @@ def _take_over_staging(task: StepTask, out: str, staging: str) -> None:
     makedirs(staging)
 
 
+_cleanups: list = []
+_cleanups_lock = threading.Lock()
+_cleaner = None
+
+
 def _discard_attempts(out: str) -> None:
+    """Removes a succeeded step's attempt folders in the background: removing a folder costs a few ms
+    locally, which a chain of small steps would otherwise wait for step after step."""
+    global _cleaner
+    import concurrent.futures
+
+    with _cleanups_lock:
+        if _cleaner is None:
+            _cleaner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="marin-cleanup")
+        _cleanups.append(_cleaner.submit(_discard_now, out))
+
+
+def _discard_now(out: str) -> None:
     try:
-        for name in attempts(out):
-            discard(staging_path(out, name))
+        discard_all(out)
     except Exception as exc:
-        logger.warning("could not clean %s/.executor_attempts (harmless): %s", out, exc)
+        logger.warning("could not remove the attempt folders of %s (harmless): %s", out, exc)
+
+
+def finish_cleanups() -> None:
+    """Waits until the background removal of attempt folders is done (end of a run, end of a Ray task)."""
+    import concurrent.futures
+
+    with _cleanups_lock:
+        pending = list(_cleanups)
+        _cleanups.clear()
+    concurrent.futures.wait(pending)
 
 
 def _append_log(log_path: str, text: str) -> None:

@@ -101,6 +101,12 @@ def _write_temp(folder: str, data: bytes) -> str:
 def _local_create(path: str, data: bytes) -> str | None:
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
+    if not data:  # nothing to expose half-written: one exclusive create
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return None
+        return _current_token(path)
     tmp = _write_temp(folder, data)
     try:
         os.link(tmp, path)

@@ -4,15 +4,16 @@ A runner paused past its lease (SIGSTOP, a long GC, a partition) can resume and 
 any time, through marin.storage or not (tensorstore writes Levanter's checkpoints directly). So a step
 never writes its final folder. Its attempt gets a private folder,
 
-    <out>/.executor_attempts/<NNN>-<owner8>/      the step's files, as its config's output_path
-    <out>/.executor_attempts/<NNN>-<owner8>/.executor_commit/   executor files waiting to be published
+    <out>/.executor_attempt.<NNN>-<owner8>/                      the step's files (its output_path)
+    <out>/.executor_attempt.<NNN>-<owner8>/.executor_status etc. executor files waiting to be published
 
 and every write into `<out>` itself is a *move* out of that folder: a rename locally, a server-side
 copy on GCS and S3. A runner taking a step over first moves the previous attempt's folder into its own
 (to resume from its shards and checkpoints) or deletes it; from then on every move the old runner
 still tries fails because its source is gone, and anything it writes lands in a folder nobody
 publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
-written into `.executor_commit/` *before* its last lease check, so after that check it only moves.
+written into its folder *before* its last lease check, so after that check it only moves. (One folder
+per attempt, no sub-folders of its own: creating and removing folders is what costs most locally.)
 
 `published_path` maps a path inside a staging folder to where it will be published, for what a step
 records about itself (relative paths in its outputs, a run id made of its folder's name).
@@ -29,10 +30,8 @@ from marin.storage.files import FSYNC, REMOTE_PARALLELISM, _object_api, list_dir
 from marin.storage.manifest import EXECUTOR_FILE_PREFIX
 from marin.storage.paths import is_local, join, strip_protocol
 
-ATTEMPTS = ".executor_attempts"
-"""The folder, inside a step's output, that holds one staging folder per attempt."""
-COMMIT = ".executor_commit"
-"""Inside a staging folder: executor files written before the lease check, moved into `<out>` after it."""
+ATTEMPT = ".executor_attempt."
+"""How the staging folder of an attempt, inside the step's output folder, is named: this, then the attempt."""
 TRASH = ".executor_trash"
 """Inside a staging folder: where the final folder's old files go when the staged ones replace them."""
 
@@ -42,12 +41,12 @@ class Fenced(RuntimeError):
 
 
 def staging_path(output_path: str, attempt: str) -> str:
-    return join(output_path, ATTEMPTS, attempt)
+    return join(output_path, ATTEMPT + attempt)
 
 
 def published_path(path: str) -> str:
-    """`<out>/.executor_attempts/<attempt>/rest` -> `<out>/rest`; any other path unchanged."""
-    marker = f"/{ATTEMPTS}/"
+    """`<out>/.executor_attempt.<attempt>/rest` -> `<out>/rest`; any other path unchanged."""
+    marker = f"/{ATTEMPT}"
     if marker not in path:
         return path
     head, _, tail = path.partition(marker)
@@ -56,8 +55,8 @@ def published_path(path: str) -> str:
 
 
 def attempts(output_path: str) -> list[str]:
-    """Names of the staging folders under `<out>/.executor_attempts`, oldest attempt first."""
-    names = list_dir(join(output_path, ATTEMPTS))
+    """The attempts that have a staging folder in `<out>`, oldest first."""
+    names = [n[len(ATTEMPT) :] for n in list_dir(output_path) if n.startswith(ATTEMPT)]
     return sorted(names, key=lambda n: (int(n.split("-")[0]) if n.split("-")[0].isdigit() else -1, n))
 
 
@@ -76,10 +75,14 @@ def adopt(previous: str, target: str) -> None:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.rmtree(dst, ignore_errors=True)
         os.rename(src, dst)
-        shutil.rmtree(os.path.join(dst, COMMIT), ignore_errors=True)
+        for name in os.listdir(dst):
+            if name.startswith(EXECUTOR_FILE_PREFIX) and os.path.isfile(os.path.join(dst, name)):
+                os.unlink(os.path.join(dst, name))
         return
     api = _object_api(previous)
-    names = [rel for rel, _ in api.list_files(previous) if not rel.startswith(COMMIT + "/")]
+    names = [
+        rel for rel, _ in api.list_files(previous) if not (rel.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
+    ]
     _parallel(lambda rel: api.copy_object(join(previous, rel), join(target, rel)), names)
     discard(previous)
 
@@ -93,14 +96,42 @@ def discard(staging: str) -> None:
     _parallel(lambda rel: api.delete_object(join(staging, rel)), [rel for rel, _ in api.list_files(staging)])
 
 
+def discard_all(output_path: str) -> None:
+    """Deletes every staging folder of a step (after its SUCCESS): nothing in them is needed any more."""
+    for name in attempts(output_path):
+        staging = staging_path(output_path, name)
+        if is_local(staging):
+            try:
+                os.rmdir(strip_protocol(staging))  # the usual case: everything was moved out
+                continue
+            except OSError:
+                pass
+        discard(staging)
+
+
 def stage_commit_file(staging: str, name: str, data: bytes) -> None:
-    """Writes an executor file (`.executor_status`, ...) into the staging folder, to be published later."""
-    write_bytes(join(staging, COMMIT, name), data)
+    """Writes an executor file (`.executor_status`, ...) into the staging folder, to be published later.
+
+    Locally a plain write: only this runner reads it (to move it out), and a half-written one is never
+    moved, so the usual temporary file and rename would buy nothing.
+    """
+    path = join(staging, name)
+    if not is_local(path):
+        write_bytes(path, data)
+        return
+    local = strip_protocol(path)
+    try:
+        f = open(local, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        f = open(local, "wb")
+    with f:
+        f.write(data)
 
 
 def publish_commit_file(staging: str, output_path: str, name: str) -> None:
     """Moves a staged executor file into `<out>`; Fenced when the staging folder was taken over."""
-    source, target = join(staging, COMMIT, name), join(output_path, name)
+    source, target = join(staging, name), join(output_path, name)
     if is_local(source):
         try:
             os.replace(strip_protocol(source), strip_protocol(target))
@@ -135,9 +166,10 @@ def prepare_publication(staging: str, output_path: str) -> Publication:
         src, dst = strip_protocol(staging), strip_protocol(output_path)
         if FSYNC:
             fsync_tree(src)
-        os.makedirs(os.path.join(src, TRASH), exist_ok=True)
         outputs = sorted(n for n in os.listdir(src) if _is_output(n))
         stale = sorted((n, None) for n in (os.listdir(dst) if os.path.isdir(dst) else []) if _is_output(n))
+        if stale:
+            os.makedirs(os.path.join(src, TRASH), exist_ok=True)
         return Publication(staging, output_path, outputs, stale)
     from marin.storage.manifest import _is_bookkeeping
 
@@ -191,7 +223,8 @@ def fsync_tree(root: str) -> None:
     """
     paths = []
     for dirpath, dirnames, filenames in os.walk(root):
-        paths += [os.path.join(dirpath, d) for d in dirnames]
+        # the commit folder's entries are renamed away, never used from there: only its files count
+        paths += [os.path.join(dirpath, d) for d in dirnames if not (dirpath == root and d == TRASH)]
         paths += [os.path.join(dirpath, n) for n in filenames]
     if len(paths) == 1:
         _fsync(paths[0])
