@@ -75,6 +75,7 @@ def adopt(previous: str, target: str) -> None:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.rmtree(dst, ignore_errors=True)
         os.rename(src, dst)
+        shutil.rmtree(os.path.join(dst, TRASH), ignore_errors=True)
         for name in os.listdir(dst):
             if name.startswith(EXECUTOR_FILE_PREFIX) and os.path.isfile(os.path.join(dst, name)):
                 os.unlink(os.path.join(dst, name))
