@@ -32,3 +32,17 @@ def test_published_path_maps_only_paths_inside_an_attempt_folder():
     assert published_path("gs://b/lab/t-1/.executor_attempt.003-ab12cd34/ckpt/x") == "gs://b/lab/t-1/ckpt/x"
     assert published_path("/lab/t-1/.executor_attempt.003-ab12cd34") == "/lab/t-1"
     assert published_path("/lab/t-1/ckpt") == "/lab/t-1/ckpt"
+
+
+def test_a_running_trainings_checkpoints_are_found_in_its_latest_attempt_folder(tmp_path):
+    from marin.training.checkpoints import list_checkpoints
+
+    train = tmp_path / "train-1a2b3c4d"
+    for attempt, steps in (("001-aaaaaaaa", [2]), ("002-bbbbbbbb", [4, 6])):
+        for step in steps:
+            folder = train / f".executor_attempt.{attempt}" / "checkpoints" / f"step-{step}"
+            folder.mkdir(parents=True)
+            (folder / "metadata.json").write_text(json.dumps({"step": step}))
+    found = list_checkpoints(str(train))
+    assert [step for step, _ in found] == [4, 6]
+    assert published_path(found[-1][1]) == f"{train}/checkpoints/step-6"
