@@ -331,7 +331,7 @@ def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None
 def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
     out = task.output_path
     keep_alive(lease)
-    _take_over_staging(task, out, staging)
+    adopted = _take_over_staging(task, out, staging)
     stage_commit_file(staging, INFO, dump_json(task.info))
     stage_commit_file(staging, STATUS, RUNNING.encode())
     _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
@@ -341,11 +341,12 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     try:
         with _log_sink(task, log_path, lease):
             logger.info(
-                "step %s: attempt %d%s, output %s",
+                "step %s: attempt %d%s, output %s%s",
                 task.name,
                 attempt,
                 " (took over a stale lease)" if lease.took_over else "",
                 out,
+                f", resuming from the files of attempt {adopted}" if adopted else "",
             )
             for tries_left in range(task.retries, -1, -1):
                 try:
@@ -459,7 +460,7 @@ def _claim_attempt(output_path: str) -> int:
     return attempt
 
 
-def _take_over_staging(task: StepTask, out: str, staging: str) -> None:
+def _take_over_staging(task: StepTask, out: str, staging: str) -> str | None:
     """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
 
     A rerun of a step that succeeded (its code changed) starts from an empty folder instead. Either way
@@ -471,9 +472,9 @@ def _take_over_staging(task: StepTask, out: str, staging: str) -> None:
         if name != keep:
             discard(staging_path(out, name))
     if keep is not None:
-        logger.info("step %s: resuming from the files of attempt %s", task.name, keep)
         adopt(staging_path(out, keep), staging)
     makedirs(staging)
+    return keep
 
 
 _cleanups: list = []
