@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from marin.execution import THIS_OUTPUT_PATH
 from marin.storage import join, read_bytes, write_bytes
+from marin.storage.staging import published_path
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ def count_step(config: CountConfig) -> None:
     """Records the call, checks inputs exist, writes out.json (from the inputs' contents)."""
     if config.counter_path:
         with open(config.counter_path, "a") as f:
-            f.write(json.dumps({"output": config.output_path, "pid": os.getpid()}) + "\n")
+            f.write(json.dumps({"output": published_path(config.output_path), "pid": os.getpid()}) + "\n")
     print(f"counting into {config.output_path}")
     logger.info("log line from the step")
     total = config.value

@@ -85,9 +85,8 @@ def test_durations_come_from_runs_jsonl_and_running_steps_from_the_lease(client,
 def test_malformed_records_and_files_show_an_error_never_a_500(client, lab):
     root, names = lab
     (root / names["stats"] / "stats.json").write_text("{oops")
-    (root / names["train"] / "metrics.jsonl").write_text(
-        '{"step": 0, "loss": 3.0}\nnot json\n{"step": 1, "loss": 2.5}\n'
-    )
+    (running_outputs,) = (root / names["train"]).glob(".executor_attempt.*")  # the step still runs
+    (running_outputs / "metrics.jsonl").write_text('{"step": 0, "loss": 3.0}\nnot json\n{"step": 1, "loss": 2.5}\n')
     (root / names["eval"] / ".executor_info").write_text("[1, 2")
     (root / names["eval"] / ".executor_lease").write_text("{")
     (root / "experiments" / "broken-00000000.json").write_text('{"format": "marin.experiment/1", "steps": [')

@@ -22,6 +22,7 @@ import pytest
 from marin.execution import Executor
 from marin.execution.status import manifest_path, read_statuses
 from marin.storage import compute_manifest, join, list_dir, read_bytes
+from marin.storage.staging import attempts, staging_path
 from tests.emulators import STORES
 from tests.executor_steps import invocations
 from tests.lease_dag import build
@@ -84,12 +85,19 @@ def upload_of(name: str, heartbeat: bool = False):
 
 
 def held_object_path(request, paths: list[str], name: str) -> str:
-    """The step folder (of `paths`) whose `name` object the held request was uploading."""
+    """The step folder (of `paths`) whose `name` object (in it, or in its attempt's staging folder) the held
+    request was uploading."""
     key_of = {p: p.split("/", 3)[3] for p in paths}
     if request.method == "POST":
-        found = [p for p in paths if f'{key_of[p]}/{name}"'.encode() in request.body]
+        key = re.search(rb'"name": "([^"]+)"', request.body).group(1).decode()
     else:
-        found = [p for p in paths if unquote(request.path.split("?")[0]).endswith(f"{key_of[p]}/{name}")]
+        key = unquote(request.path.split("?")[0]).split("/", 2)[2]
+    found = [
+        p
+        for p in paths
+        if key.endswith(f"/{name}")
+        and (key == f"{key_of[p]}/{name}" or key.startswith(f"{key_of[p]}/.executor_attempt."))
+    ]
     assert len(found) == 1, (request.method, request.path)
     return found[0]
 
@@ -120,7 +128,9 @@ def test_runner_killed_after_its_files_but_before_the_manifest_is_redone(
     paths = output_paths(prefix, counter, 6)
     held = held_object_path(manifest_upload.request, paths, ".executor_manifest.json")
     assert read_statuses([held]) == ["RUNNING"]
-    assert read_bytes(f"{held}/out.json") is not None and read_bytes(manifest_path(held)) is None
+    (attempt,) = attempts(held)
+    assert read_bytes(f"{staging_path(held, attempt)}/out.json") is not None
+    assert read_bytes(f"{held}/out.json") is None and read_bytes(manifest_path(held)) is None
     finish(start_runner(prefix, counter, 6, 0, FAST_LEASES))
     assert_success_means_manifest_matches(paths)
     assert set(invocations(counter)) == set(paths)

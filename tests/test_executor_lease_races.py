@@ -72,5 +72,72 @@ def test_losing_the_takeover_of_a_stale_lease_reports_the_new_holder(tmp_path, m
         return replace_if_unchanged(p, data, version)
 
     monkeypatch.setattr(lease_module, "replace_if_unchanged", replace_after_the_rival_took_over)
-    claim = try_acquire(path, new_owner_id())
+    stale_for_us = {read_with_version(path).version: time.monotonic() - 3600}
+    claim = try_acquire(path, new_owner_id(), stale_for_us)
     assert isinstance(claim, LeaseHeld) and claim.owner == "rival" and claim.age_s < 60
+
+
+class SkewedClock:
+    """A taker's clock: monotonic time advanced by hand, wall time `skew_s` off the holder's."""
+
+    def __init__(self, skew_s: float):
+        self.now = 1000.0
+        self.skew_s = skew_s
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time() + self.skew_s
+
+
+@pytest.mark.parametrize("skew_s", [300.0, -300.0])
+def test_a_heartbeating_lease_is_never_taken_whatever_the_clocks_skew(tmp_path, monkeypatch, skew_s):
+    monkeypatch.setenv("MARIN_LEASE_TIMEOUT_S", "60")
+    path = str(tmp_path / "step" / ".executor_lease")
+    version = create_if_absent(path, rival_payload(time.time()))
+    clock, seen = SkewedClock(skew_s), {}
+    for _ in range(10):
+        claim = try_acquire(path, new_owner_id(), seen, clock)
+        assert isinstance(claim, LeaseHeld) and claim.owner == "rival"
+        clock.now += 40
+        version = replace_if_unchanged(path, rival_payload(time.time()), version)
+
+
+@pytest.mark.parametrize("skew_s", [300.0, -300.0])
+def test_a_dead_lease_is_taken_once_the_taker_saw_it_unchanged_for_the_timeout(tmp_path, monkeypatch, skew_s):
+    monkeypatch.setenv("MARIN_LEASE_TIMEOUT_S", "60")
+    path = str(tmp_path / "step" / ".executor_lease")
+    create_if_absent(path, rival_payload(time.time() + skew_s))
+    clock, seen = SkewedClock(skew_s), {}
+    for _ in range(3):
+        assert isinstance(try_acquire(path, new_owner_id(), seen, clock), LeaseHeld)
+        clock.now += 20
+    clock.now += 1
+    claim = try_acquire(path, new_owner_id(), seen, clock)
+    assert isinstance(claim, Lease) and claim.took_over
+
+
+def test_a_lease_whose_process_on_this_host_is_gone_is_taken_at_once(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    path = str(tmp_path / "step" / ".executor_lease")
+    payload = {"owner": "gone", "host": socket.gethostname(), "pid": gone.pid, "heartbeat": time.time(), "acquired": 0}
+    create_if_absent(path, json.dumps(payload).encode())
+    claim = try_acquire(path, new_owner_id(), {}, SkewedClock(0))
+    assert isinstance(claim, Lease) and claim.took_over
+
+
+def test_a_lease_of_a_live_process_on_this_host_is_not_taken_early(tmp_path):
+    import os
+    import socket
+
+    path = str(tmp_path / "step" / ".executor_lease")
+    mine = {"owner": "alive", "host": socket.gethostname(), "pid": os.getpid(), "heartbeat": 0, "acquired": 0}
+    mine["pid_started"] = lease_module.process_start_time(os.getpid())
+    create_if_absent(path, json.dumps(mine).encode())
+    assert isinstance(try_acquire(path, new_owner_id(), {}, SkewedClock(0)), LeaseHeld)

@@ -95,9 +95,10 @@ def compare_page(roots, index: int, a: str, b: str) -> str:
     metrics = ""
     series = []
     for label, st in (("A", sa), ("B", sb)):
-        entry = st["files"].get("metrics.jsonl")
+        _, outputs_full, outputs = st["outputs"]
+        entry = outputs.get("metrics.jsonl")
         if entry:
-            mrows, _ = read_metrics(st["root"].fs, st["full"] + "/metrics.jsonl", entry.get("size") or 0)
+            mrows, _ = read_metrics(st["root"].fs, outputs_full + "/metrics.jsonl", entry.get("size") or 0)
             for k, pts in sorted(metric_series(mrows, lambda key: "loss" in key.lower()).items()):
                 series.append((f"{label}: {k}", pts))
     if series:

@@ -125,7 +125,17 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
         st["timing"] = step_timings(runs).get(rel, {})
     if st["timing"].get("duration_s") is None and LOGS_DIR in files:
         st["timing"] = {**st["timing"], **log_timing(root, full, state)}
+    st["outputs"] = _outputs(root, rel, full, files, state)
     return st
+
+
+def _outputs(root, rel: str, full: str, files: dict, state: str) -> tuple[str, str, dict]:
+    """(rel, full, entries) of the folder holding the step's own files: while it runs, its latest attempt's
+    staging folder (marin.storage.staging), where its metrics grow; otherwise the step folder."""
+    attempts = sorted(n for n in files if n.startswith(".executor_attempt."))
+    if state != "RUNNING" or not attempts:
+        return rel, full, files
+    return f"{rel}/{attempts[-1]}", f"{full}/{attempts[-1]}", _entries(root.fs, f"{full}/{attempts[-1]}")
 
 
 _LOG_TIME = re.compile(rb"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[,.](\d+))?")
@@ -199,7 +209,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         + kv_table(head_items)
         + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
-        + step_summaries(root.fs, index, rel, full, files, f"{fn} {name}")
+        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}")
         + _section(
             "Config",
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),

@@ -13,12 +13,39 @@ import os
 from typing import Any
 
 from marin.execution.authoring import ResourceConfig
-from marin.execution.step_runner import StepOutcome, StepTask, execute_step
+from marin.execution.step_runner import (
+    INTERRUPTED,
+    LEFT_FOR_RERUN,
+    StepOutcome,
+    StepTask,
+    execute_step,
+    finish_cleanups,
+    interrupt_running_steps,
+)
 from marin.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_THREADS = 8
+INTERRUPT_GRACE_S = 30.0
+"""After Ctrl-C, how long the run waits for its interrupted steps to put their state back and release their
+leases (a step blocked in a C call notices only when the call returns); a second Ctrl-C stops waiting."""
+
+
+def _wait_for_interrupted(wait_any, handles: list) -> list[tuple[Any, StepOutcome]]:
+    """Collects the outcomes of interrupted steps for up to INTERRUPT_GRACE_S (less after a second Ctrl-C)."""
+    import time
+
+    results, pending = [], list(handles)
+    deadline = time.monotonic() + INTERRUPT_GRACE_S
+    try:
+        while pending and time.monotonic() < deadline:
+            for handle, outcome in wait_any(pending, timeout=max(0.0, deadline - time.monotonic())):
+                pending.remove(handle)
+                results.append((handle, outcome))
+    except KeyboardInterrupt:
+        logger.warning("second Ctrl-C: not waiting for %d interrupted step(s)", len(pending))
+    return results
 
 
 class LocalBackend:
@@ -48,8 +75,20 @@ class LocalBackend:
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
         return None
 
+    def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
+        """Ctrl-C: interrupts every running step's thread and collects what they report back."""
+        for handle in handles:
+            handle.cancel()
+        interrupt_running_steps()
+        started = [h for h in handles if not h.cancelled()]
+        results = _wait_for_interrupted(self.wait_any, started)
+        results += [(h, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return results
+
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
+        finish_cleanups()
 
 
 def ray_options(resources: ResourceConfig | None) -> dict:
@@ -148,9 +187,20 @@ class RayBackend:
         for ref in ready:
             try:
                 results.append((ref, self._ray.get(ref)))
+            except self._ray.exceptions.TaskCancelledError:
+                results.append((ref, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)))
             except Exception as exc:
                 results.append((ref, StepOutcome("FAILED", error=f"Ray task failed: {type(exc).__name__}: {exc}")))
         return results
+
+    def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
+        """Ctrl-C: cancels the running tasks (KeyboardInterrupt inside each) and collects what they report."""
+        for ref in handles:
+            try:
+                self._ray.cancel(ref)
+            except Exception as exc:
+                logger.warning("could not cancel a step's Ray task: %s", exc)
+        return _wait_for_interrupted(self.wait_any, list(handles))
 
     def shutdown(self) -> None:
         return None

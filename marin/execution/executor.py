@@ -11,10 +11,14 @@ already SUCCESS is never run again; one FAILED is rerun only with `force_run_fai
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -37,7 +41,14 @@ from marin.execution.records import (
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
-from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.execution.step_runner import (
+    INTERRUPTED,
+    LEFT_FOR_RERUN,
+    StepOutcome,
+    StepTask,
+    mark_dep_failed,
+    staging_template,
+)
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
 
 logger = logging.getLogger(__name__)
@@ -113,6 +124,8 @@ class Executor:
         self.record_extra = record_extra or {}
         self._run: dict = {}
         """This run's provenance (records.run_provenance): every step it runs records it in `.executor_info`."""
+        self.interrupted = False
+        """Set by the scheduler when Ctrl-C stopped the current run (reset at the start of each run)."""
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -219,8 +232,23 @@ class Executor:
         store = any(d.action != "skip" for d in decisions) or not exists(record_path)
         self._run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
         self._write_record(plan, record_path)
+        self.interrupted = False
         outcomes = self._execute(plan, decisions, force_run_failed)
-        self._append_run(record_path, plan, outcomes, started)
+        with _ctrl_c_deferred(self.interrupted):
+            self._append_run(record_path, plan, outcomes, started)
+        if self.interrupted:
+            left = [
+                d.planned.relative_output_path
+                for d in decisions
+                if outcomes[id(d.planned)].status in (INTERRUPTED, "NOT_RUN")
+            ]
+            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+            print(
+                f"interrupted: {len(left)} step(s) left unfinished ({shown}); run the same command again to resume",
+                file=sys.stderr,
+                flush=True,
+            )
+            raise KeyboardInterrupt
         result = RunResult(
             plan.output_paths(),
             record_path,
@@ -341,8 +369,15 @@ class Executor:
                                 ready.append(child)
                     else:
                         self._fail_downstream(id(p), dependents, pending, outcomes, plan)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
+            for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
+                outcomes[id(in_flight.pop(handle))] = outcome
+            for p in in_flight.values():
+                outcomes[id(p)] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
-            if backend is not None:
+            if backend is not None and not self.interrupted:
                 backend.shutdown()
         for key in pending:
             outcomes.setdefault(key, StepOutcome("NOT_RUN"))
@@ -367,7 +402,7 @@ class Executor:
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan),
+            config=instantiate_config(dataclasses.replace(p, output_path=staging_template(p.output_path)), plan),
             info={**step_record(p, plan), "run": self._run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
@@ -393,6 +428,19 @@ class Executor:
 def steps_to_run(decisions: list[StepDecision]) -> list[PlannedStep]:
     """The steps a run would run (or wait for): those whose plain inputs are checked before it starts."""
     return [d.planned for d in decisions if d.action in ("run", "wait")]
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred(defer: bool):
+    """After a Ctrl-C, another one does not cut the run's line in `.runs.jsonl` short (main thread only)."""
+    if not defer or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:

@@ -4,9 +4,15 @@ A runner claims a step by creating `.executor_lease` only if it is absent. While
 keeper thread per process refreshes every lease it holds each `MARIN_LEASE_HEARTBEAT_S` seconds, each
 refresh conditional on the version it last wrote. If a refresh finds another version, someone took the
 lease over: the lease is *lost*, the step's thread is interrupted, and nothing more is written for it
-(fencing). A lease whose heartbeat is older than `MARIN_LEASE_TIMEOUT_S`, or whose version a waiting
-runner has seen unchanged for that long by its own clock (robust to clock skew), is stale and may be
-taken over with a precondition on the stale version.
+(fencing; marin.storage.staging makes that hold for whatever the step itself still writes).
+
+Staleness never compares two hosts' clocks. A waiting runner judges a lease stale when it has seen the
+same lease version, unchanged, for `MARIN_LEASE_TIMEOUT_S` by its *own* monotonic clock: a holder
+whose wall clock runs minutes ahead or behind is neither robbed while it heartbeats nor waited on
+forever once it stops. The heartbeat time in the file is for people (the browser), not for the
+protocol. One shortcut: a lease held by a process of this same host that is gone (its pid no longer
+runs, or now names a process started at another time) is stale at once. A stale lease is taken over
+with a precondition on the stale version. The clock is injectable (`Clock`), so tests skew it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,19 @@ from marin.storage import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+class Clock:
+    """Where leases read the time: `monotonic()` judges staleness, `time()` only labels heartbeats."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def time(self) -> float:
+        return time.time()
+
+
+SYSTEM_CLOCK = Clock()
 
 
 def heartbeat_interval_s() -> float:
@@ -70,6 +89,7 @@ class Lease:
     last_refresh: float = field(default_factory=time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: bool = False
+    clock: Clock = SYSTEM_CLOCK
 
     def refresh(self) -> bool:
         """Writes a new heartbeat if the lease is still ours; False (and marks it lost) otherwise."""
@@ -82,7 +102,7 @@ class Lease:
         if self.lost.is_set():
             return False
         try:
-            new = replace_if_unchanged(self.path, _payload(self.owner, self.acquired), self.version)
+            new = replace_if_unchanged(self.path, _payload(self.owner, self.acquired, self.clock), self.version)
         except Exception as exc:
             if time.monotonic() - self.last_refresh > lease_timeout_s():
                 logger.warning("lease %s: cannot refresh for longer than the timeout (%s)", self.path, exc)
@@ -134,15 +154,45 @@ class Lease:
                 logger.warning("could not release lease %s (it will go stale): %s", self.path, exc)
 
 
-def _payload(owner: str, acquired: float) -> bytes:
+def _payload(owner: str, acquired: float, clock: Clock = SYSTEM_CLOCK) -> bytes:
     body = {
         "owner": owner,
         "host": socket.gethostname(),
         "pid": os.getpid(),
-        "heartbeat": time.time(),
+        "pid_started": process_start_time(os.getpid()),
+        "heartbeat": clock.time(),
         "acquired": acquired,
     }
     return json.dumps(body, sort_keys=True).encode()
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (Linux), or None when unknown or gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def holder_is_gone(info: dict) -> bool:
+    """True when the lease's holder ran on this host and its process no longer runs."""
+    if info.get("host") != socket.gethostname() or not isinstance(info.get("pid"), int):
+        return False
+    pid = info["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    recorded = info.get("pid_started")
+    current = process_start_time(pid)
+    return recorded is not None and current is not None and recorded != current
 
 
 def new_owner_id() -> str:
@@ -157,18 +207,25 @@ class LeaseContention(RuntimeError):
     """The lease changed under every one of `ACQUIRE_ATTEMPTS` tries to claim or read it."""
 
 
-def try_acquire(path: str, owner: str, seen: dict[str, float] | None = None) -> Lease | LeaseHeld:
+def try_acquire(
+    path: str, owner: str, seen: dict[str, float] | None = None, clock: Clock = SYSTEM_CLOCK
+) -> Lease | LeaseHeld:
     """Claims the lease at `path`, taking over a stale one; `seen` tracks versions across calls.
+
+    `seen` maps each lease version this runner met to when it first met it (`clock.monotonic()`); a
+    version met more than `MARIN_LEASE_TIMEOUT_S` ago and still there is stale. Without `seen`, only a
+    lease whose holder is gone from this host is ever stale.
 
     A try loses a race when the lease vanishes between the failed create and the read (its holder
     released it), or when another runner takes a stale lease over first; each lost race means someone
     else made progress, so a few tries settle it and a bound turns a pathological loop into an error.
     """
+    seen = {} if seen is None else seen
     for _ in range(ACQUIRE_ATTEMPTS):
-        now = time.time()
-        version = create_if_absent(path, _payload(owner, now))
+        now = clock.time()
+        version = create_if_absent(path, _payload(owner, now, clock))
         if version is not None:
-            return Lease(path, owner, now, version)
+            return Lease(path, owner, now, version, clock=clock)
         current = read_with_version(path)
         if current is None:
             continue
@@ -176,28 +233,29 @@ def try_acquire(path: str, owner: str, seen: dict[str, float] | None = None) -> 
             info = json.loads(current.data)
             heartbeat, holder, host = float(info["heartbeat"]), str(info["owner"]), info.get("host")
         except (ValueError, KeyError, TypeError):
-            heartbeat, holder, host = 0.0, "<unreadable lease>", None
-        age = now - heartbeat
-        stale = age > lease_timeout_s()
-        if seen is not None:
-            first_seen = seen.setdefault(current.version, time.monotonic())
-            stale = stale or time.monotonic() - first_seen > lease_timeout_s()
-        if not stale:
-            return LeaseHeld(holder, host, age, current.version)
-        version = replace_if_unchanged(path, _payload(owner, now), current.version)
+            info, heartbeat, holder, host = {}, now, "<unreadable lease>", None
+        first_seen = seen.setdefault(current.version, clock.monotonic())
+        unchanged_s = clock.monotonic() - first_seen
+        gone = holder_is_gone(info)
+        if not gone and unchanged_s <= lease_timeout_s():
+            return LeaseHeld(holder, host, now - heartbeat, current.version)
+        version = replace_if_unchanged(path, _payload(owner, now, clock), current.version)
         if version is None:
             continue
-        logger.warning("took over the stale lease %s from %s (heartbeat %.0f s old)", path, holder, age)
-        return Lease(path, owner, now, version, took_over=True)
+        if gone:
+            logger.warning("took over the stale lease %s from %s (its process on this host is gone)", path, holder)
+        else:
+            logger.warning("took over the stale lease %s from %s (unchanged for %.0f s)", path, holder, unchanged_s)
+        return Lease(path, owner, now, version, took_over=True, clock=clock)
     raise LeaseContention(
         f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries to claim it "
         "(created, released or taken over by other runners every time)"
     )
 
 
-def interrupt_thread(thread_id: int) -> None:
-    """Raises LeaseLost in another thread at its next Python instruction."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(LeaseLost))
+def interrupt_thread(thread_id: int, exc: type[BaseException] = LeaseLost) -> None:
+    """Raises `exc` (LeaseLost) in another thread at its next Python instruction."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
 
 
 class _Keeper:

@@ -162,6 +162,8 @@ def executor_main(
         )
     except ExecutorRunError:
         sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
     except (PlanError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

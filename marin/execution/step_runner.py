@@ -3,13 +3,18 @@
 The order of writes is the contract readers rely on: `.executor_info` and `RUNNING` first, then the
 step's own files, then `.executor_manifest.json`, then `SUCCESS`, then the lease is released. A
 reader trusts only `SUCCESS`, so a crash at any point leaves a state the next run completes: the
-lease goes stale, the next runner takes it over and runs the step again. Before the manifest and
-before `SUCCESS` the lease is refreshed synchronously; a runner that finds it lost writes nothing more.
+lease goes stale, the next runner takes it over and resumes from the attempt's files.
+
+The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
+that reaches the final folder is moved there out of that folder after a lease check, and a runner
+taking over first takes that folder away. So a runner that lost its lease, whatever it still does,
+cannot change what its successor published (fencing, DESIGN.md §11).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -21,7 +26,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.capture import capture_process, capture_thread
-from marin.execution.lease import Lease, LeaseHeld, LeaseLost, keep_alive, new_owner_id, try_acquire
+from marin.execution.lease import (
+    Lease,
+    LeaseHeld,
+    LeaseLost,
+    interrupt_thread,
+    keep_alive,
+    new_owner_id,
+    try_acquire,
+)
 from marin.execution.records import dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
@@ -31,18 +44,35 @@ from marin.execution.status import (
     info_path,
     lease_path,
     logs_dir,
-    manifest_path,
     read_status,
+    status_path,
     write_status,
 )
 from marin.storage import (
     compute_manifest,
+    create_if_absent,
+    delete_if_unchanged,
     is_local,
     list_dir,
     makedirs,
     read_bytes,
+    read_with_version,
     strip_protocol,
     write_bytes,
+)
+from marin.storage.staging import (
+    Fenced,
+    Publication,
+    adopt,
+    attempts,
+    discard,
+    discard_all,
+    prepare_publication,
+    publish,
+    publish_commit_file,
+    stage_commit_file,
+    staging_path,
+    sync_folder,
 )
 
 logger = logging.getLogger(__name__)
@@ -85,8 +115,53 @@ class StepOutcome:
         return self.status in ("SUCCESS", "SKIPPED", "RAN_ELSEWHERE")
 
 
+class RunnerInterrupted(BaseException):
+    """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
+
+
+INTERRUPTED = "INTERRUPTED"
+LEFT_FOR_RERUN = "interrupted (Ctrl-C); a rerun resumes it"
+
+_interruptible: dict[int, str] = {}
+"""Threads running a step's own code (or waiting for its lease), by thread id: what Ctrl-C interrupts."""
+_interruptible_lock = threading.Lock()
+
+
+def interrupt_running_steps() -> list[str]:
+    """Raises RunnerInterrupted in every thread of this process that runs a step's code; their names."""
+    with _interruptible_lock:
+        for thread_id in _interruptible:
+            interrupt_thread(thread_id, RunnerInterrupted)
+        return sorted(_interruptible.values())
+
+
+def _interruptible_now(name: str | None) -> None:
+    """Marks this thread as running step `name`'s code (None: no longer; the commit is never interrupted)."""
+    with _interruptible_lock:
+        if name is None:
+            _interruptible.pop(threading.get_ident(), None)
+        else:
+            _interruptible[threading.get_ident()] = name
+
+
 def execute_step(task: StepTask) -> StepOutcome:
-    """Runs `task` exactly once across all runners, or waits for whoever runs it."""
+    """Runs `task` exactly once across all runners, or waits for whoever runs it.
+
+    Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread), it returns
+    INTERRUPTED with the step left as it was before this attempt and its lease released.
+    """
+    _interruptible_now(task.name)
+    try:
+        return _execute_step(task)
+    except (KeyboardInterrupt, RunnerInterrupted):
+        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
+    finally:
+        _interruptible_now(None)
+        if task.capture == "process":
+            finish_cleanups()
+
+
+def _execute_step(task: StepTask) -> StepOutcome:
     owner = new_owner_id()
     seen_versions: dict[str, float] = {}
     delay = WAIT_POLL_S[0]
@@ -113,7 +188,7 @@ def execute_step(task: StepTask) -> StepOutcome:
             if status == FAILED and not task.force_run_failed:
                 claim.release()
                 return StepOutcome("FAILED", error="failed in another runner (see its log)")
-            return _run_with_lease(task, claim)
+            return _run_with_lease(task, claim, status)
         except LeaseLost:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
             announced = True
@@ -183,7 +258,7 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
                 os.unlink(local)
 
 
-def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
     """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
 
     SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
@@ -191,7 +266,7 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     """
     with _sigterm_stops_the_runner() as previous_handler:
         try:
-            return _run_with_lease_guarded(task, lease)
+            return _run_with_lease_guarded(task, lease, previous)
         except RunnerTerminated:
             logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
             lease.release()
@@ -200,10 +275,11 @@ def _run_with_lease(task: StepTask, lease: Lease) -> StepOutcome:
     raise SystemExit(128 + signal.SIGTERM)
 
 
-def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease_guarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
     try:
-        return _run_with_lease_unguarded(task, lease)
-    except (LeaseLost, RunnerTerminated):
+        return _run_with_lease_unguarded(task, lease, previous)
+    except (LeaseLost, RunnerTerminated, KeyboardInterrupt, RunnerInterrupted):
+        lease.release()
         raise
     except BaseException as exc:
         logger.error("step %s: the runner itself failed: %s", task.name, exc)
@@ -218,27 +294,63 @@ def _run_with_lease_guarded(task: StepTask, lease: Lease) -> StepOutcome:
         raise
 
 
-def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
+def _run_with_lease_unguarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
+    """`previous`: the step's status when this runner took the lease (put back if it is interrupted)."""
     out = task.output_path
-    attempt = _next_attempt(out)
+    attempt = _claim_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
-    write_bytes(info_path(out), dump_json(task.info))
-    write_status(out, RUNNING)
+    staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
+    try:
+        return _run_attempt(task, lease, attempt, log_path, staging)
+    except (KeyboardInterrupt, RunnerInterrupted):
+        _interruptible_now(None)
+        logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
+        _leave_unfinished(lease, staging, out, previous)
+        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN, attempt=attempt, log_path=log_path)
+
+
+def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None) -> None:
+    """Puts back the status the step had before this attempt (none: no status file) and releases the lease.
+
+    The staging folder stays: the next attempt resumes from it. Nothing was published, so an earlier
+    SUCCESS still vouches for the files in the final folder.
+    """
+    try:
+        if previous not in (None, RUNNING):
+            stage_commit_file(staging, STATUS, previous.encode())
+            _publish_under_lease(lease, staging, out, None, [STATUS])
+        else:
+            current = read_with_version(status_path(out))
+            if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
+                delete_if_unchanged(status_path(out), current.version)
+    except (LeaseLost, Exception) as exc:
+        logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
+    lease.release()
+
+
+def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
+    out = task.output_path
     keep_alive(lease)
+    adopted = _take_over_staging(task, out, staging)
+    stage_commit_file(staging, INFO, dump_json(task.info))
+    stage_commit_file(staging, STATUS, RUNNING.encode())
+    _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
+    config = bind_output(task.config, staging_template(out), staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
         with _log_sink(task, log_path, lease):
             logger.info(
-                "step %s: attempt %d%s, output %s",
+                "step %s: attempt %d%s, output %s%s",
                 task.name,
                 attempt,
                 " (took over a stale lease)" if lease.took_over else "",
                 out,
+                f", resuming from the files of attempt {adopted}" if adopted else "",
             )
             for tries_left in range(task.retries, -1, -1):
                 try:
-                    task.fn(task.config)
+                    task.fn(config)
                     error = None
                     break
                 except (Exception, SystemExit) as exc:
@@ -248,33 +360,155 @@ def _run_with_lease_unguarded(task: StepTask, lease: Lease) -> StepOutcome:
                         logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
             if error is None:
                 logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
+            _interruptible_now(None)
+            lease.thread_id = None
     except LeaseLost:
         lease.release()
         raise
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
-        if not lease.still_held():
-            raise LeaseLost()
-        write_status(out, FAILED)
+        stage_commit_file(staging, STATUS, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.still_held():
-        raise LeaseLost()
     try:
-        manifest = compute_manifest(out)
-        write_bytes(manifest_path(out), dump_json(manifest))
+        stage_commit_file(staging, MANIFEST, dump_json(compute_manifest(staging)))
+        stage_commit_file(staging, STATUS, SUCCESS.encode())
+        publication = prepare_publication(staging, out)
     except Exception as exc:
         error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
         _append_log(log_path, traceback.format_exc())
-        write_status(out, FAILED)
+        stage_commit_file(staging, STATUS, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    if not lease.still_held():
-        raise LeaseLost()
-    write_status(out, SUCCESS)
+    _publish_under_lease(lease, staging, out, publication, [MANIFEST, STATUS])
     lease.release()
+    _discard_attempts(out)
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
+
+
+INFO, STATUS, MANIFEST = ".executor_info", ".executor_status", ".executor_manifest.json"
+
+
+def _publish_under_lease(
+    lease: Lease, staging: str, out: str, publication: Publication | None, commit_files: list[str]
+) -> None:
+    """After one last lease check, only moves out of the staging folder: outputs, then executor files.
+
+    A runner paused right after the check finds, when it resumes, its staging folder taken by the new
+    owner: every move then fails (Fenced), so nothing of it reaches `out`.
+    """
+    if not lease.still_held():
+        lease.release()
+        raise LeaseLost()
+    try:
+        if publication is not None:
+            publish(publication)
+        for name in commit_files:
+            if name == STATUS and publication is not None:
+                sync_folder(out)
+            publish_commit_file(staging, out, name)
+    except Fenced as exc:
+        logger.error("%s", exc)
+        lease.lost.set()
+        lease.release()
+        raise LeaseLost() from exc
+
+
+def staging_template(output_path: str) -> str:
+    """The placeholder the executor instantiates `this_output_path()` with; each attempt binds its own."""
+    return staging_path(output_path, "@attempt")
+
+
+def bind_output(config: Any, template: str, staging: str) -> Any:
+    """`config` with every string under `template` re-rooted at `staging` (frozen dataclasses copied)."""
+
+    def bind(value: Any) -> Any:
+        if isinstance(value, str):
+            if value == template or value.startswith(template + "/"):
+                return staging + value[len(template) :]
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if f.init:
+                    old = getattr(value, f.name)
+                    new = bind(old)
+                    if new is not old:
+                        changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if isinstance(value, list | tuple):
+            items = [bind(v) for v in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return type(value)(items) if type(value) in (list, tuple) else value
+        if isinstance(value, dict):
+            items = {k: bind(v) for k, v in value.items()}
+            return items if any(items[k] is not value[k] for k in value) else value
+        return value
+
+    return bind(config)
+
+
+def _claim_attempt(output_path: str) -> int:
+    """The next attempt number, claimed by creating its log file (two runners never share one)."""
+    attempt = _next_attempt(output_path)
+    while create_if_absent(f"{logs_dir(output_path)}/{attempt:03d}.log", b"") is None:
+        attempt += 1
+    return attempt
+
+
+def _take_over_staging(task: StepTask, out: str, staging: str) -> str | None:
+    """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
+
+    A rerun of a step that succeeded (its code changed) starts from an empty folder instead. Either way
+    no earlier attempt's folder survives under its own name, which is what fences its runner out.
+    """
+    earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
+    keep = None if task.rerun_succeeded or not earlier else earlier[-1]
+    for name in earlier:
+        if name != keep:
+            discard(staging_path(out, name))
+    if keep is not None:
+        adopt(staging_path(out, keep), staging)
+    makedirs(staging)
+    return keep
+
+
+_cleanups: list = []
+_cleanups_lock = threading.Lock()
+_cleaner = None
+
+
+def _discard_attempts(out: str) -> None:
+    """Removes a succeeded step's attempt folders in the background: removing a folder costs a few ms
+    locally, which a chain of small steps would otherwise wait for step after step."""
+    global _cleaner
+    import concurrent.futures
+
+    with _cleanups_lock:
+        if _cleaner is None:
+            _cleaner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="marin-cleanup")
+        _cleanups.append(_cleaner.submit(_discard_now, out))
+
+
+def _discard_now(out: str) -> None:
+    try:
+        discard_all(out)
+    except Exception as exc:
+        logger.warning("could not remove the attempt folders of %s (harmless): %s", out, exc)
+
+
+def finish_cleanups() -> None:
+    """Waits until the background removal of attempt folders is done (end of a run, end of a Ray task)."""
+    import concurrent.futures
+
+    with _cleanups_lock:
+        pending = list(_cleanups)
+        _cleanups.clear()
+    concurrent.futures.wait(pending)
 
 
 def _append_log(log_path: str, text: str) -> None:

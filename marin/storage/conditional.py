@@ -15,7 +15,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from marin.storage.files import FSYNC
 from marin.storage.paths import is_local, protocol_of, strip_protocol
 
 
@@ -96,15 +95,18 @@ def _write_temp(folder: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-cond-")
     with os.fdopen(fd, "wb") as f:
         f.write(data)
-        if FSYNC:
-            f.flush()
-            os.fsync(f.fileno())
     return tmp
 
 
 def _local_create(path: str, data: bytes) -> str | None:
     folder = os.path.dirname(path) or "."
     os.makedirs(folder, exist_ok=True)
+    if not data:  # nothing to expose half-written: one exclusive create
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return None
+        return _current_token(path)
     tmp = _write_temp(folder, data)
     try:
         os.link(tmp, path)

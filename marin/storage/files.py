@@ -18,8 +18,9 @@ from marin.storage.paths import filesystem, is_local, protocol_of, strip_protoco
 from marin.storage.retry import with_retries
 
 REMOTE_PARALLELISM = 64
-FSYNC = os.environ.get("MARIN_FSYNC", "0") == "1"
-"""fsync local writes before publishing them (survives power loss, not only process crashes); off by default."""
+FSYNC = os.environ.get("MARIN_FSYNC", "1") != "0"
+"""On local storage, a step's outputs, its manifest and their folders are fsynced before SUCCESS is written
+(marin.storage.staging), so SUCCESS survives power loss, not only process crashes. MARIN_FSYNC=0 turns it off."""
 
 
 def _object_api(path: str):
@@ -84,9 +85,6 @@ def write_bytes(path: str, data: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                if FSYNC:
-                    f.flush()
-                    os.fsync(f.fileno())
             os.replace(tmp, local)
         except BaseException:
             if os.path.exists(tmp):

@@ -23,7 +23,7 @@ import uuid
 from urllib.parse import quote
 
 from marin.storage.conditional import VersionedBytes
-from marin.storage.object_listing import files_below, names_under, split_object_path
+from marin.storage.object_listing import files_below, names_under, split_object_path, versions_below
 from marin.storage.retry import HTTPStatusError, backoff_delays, is_transient, with_retries
 
 WRITE_ID_KEY = "marin-write-id"
@@ -220,7 +220,10 @@ def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
         if status != 200:
             return items, prefixes
         page = json.loads(body)
-        items += [{"name": o["name"], "size": int(o.get("size", 0))} for o in page.get("items", [])]
+        items += [
+            {"name": o["name"], "size": int(o.get("size", 0)), "version": str(o.get("generation"))}
+            for o in page.get("items", [])
+        ]
         prefixes += page.get("prefixes", [])
         if not page.get("nextPageToken"):
             return items, prefixes
@@ -230,6 +233,11 @@ def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
 def list_files(path: str) -> list[tuple[str, int]]:
     """(path relative to `path`, size) of every object below the folder `path`."""
     return files_below(path, _list)
+
+
+def list_versions(path: str) -> list[tuple[str, str]]:
+    """(path relative to `path`, generation) of every object below the folder `path`."""
+    return versions_below(path, _list)
 
 
 def list_names(path: str) -> list[str]:
@@ -247,3 +255,27 @@ def read_range(path: str, start: int, end: int) -> bytes:
     if status == 404:
         raise FileNotFoundError(path)
     return body[start:end] if status == 200 else body
+
+
+def copy_object(source: str, target: str) -> bool:
+    """Server-side copy (the bytes never pass through this host); False when `source` does not exist.
+
+    `rewriteTo` may need several calls for a large object (each returns a token to continue with).
+    """
+    src_meta, _, _ = _urls(source)
+    dst_bucket, dst_key = _split(target)
+    url = f"{src_meta}/rewriteTo/b/{quote(dst_bucket, safe='')}/o/{quote(dst_key, safe='')}"
+    params: dict = {}
+    while True:
+        status, _, body = with_retries(
+            lambda p=dict(params): _request(
+                "POST", url, params=p, headers={"Content-Type": "application/json"}, data=b"{}"
+            ),
+            what=f"copy {source} to {target}",
+        )
+        if status == 404:
+            return False
+        answer = json.loads(body)
+        if answer.get("done", True):
+            return True
+        params["rewriteToken"] = answer["rewriteToken"]

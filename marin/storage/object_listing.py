@@ -30,6 +30,13 @@ def files_below(path: str, list_pages: ListPages) -> list[tuple[str, int]]:
     return [(o["name"][len(base) :], o["size"]) for o in items if not o["name"].endswith("/")]
 
 
+def versions_below(path: str, list_pages: ListPages) -> list[tuple[str, str]]:
+    """(path relative to `path`, version token) of every object below the folder `path`."""
+    base = _folder_key(path)
+    items, _ = list_pages(path, None)
+    return [(o["name"][len(base) :], o["version"]) for o in items if not o["name"].endswith("/")]
+
+
 def names_under(path: str, list_pages: ListPages) -> list[str]:
     """Names of the objects and sub-folders directly under the folder `path`."""
     base = _folder_key(path)

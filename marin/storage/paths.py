@@ -98,7 +98,12 @@ def open_url(path: str, mode: str = "r"):
 
 def portable_path(path: str, output_path: str) -> str:
     """`path` as a step should write it into its outputs: relative to `output_path` when both live on
-    the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL)."""
+    the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL).
+    Both are taken where they are published: a step writing into its attempt's staging folder records
+    the paths its files will have in the final folder."""
+    from marin.storage.staging import published_path
+
+    path, output_path = published_path(path), published_path(output_path)
     if protocol_of(path) != protocol_of(output_path):
         return path
     if not is_local(path):

@@ -19,7 +19,7 @@ import time
 import uuid
 
 from marin.storage.conditional import VersionedBytes
-from marin.storage.object_listing import files_below, names_under, split_object_path
+from marin.storage.object_listing import files_below, names_under, split_object_path, versions_below
 from marin.storage.retry import backoff_delays, is_transient, with_retries
 
 WRITE_ID_KEY = "marin-write-id"
@@ -186,7 +186,7 @@ def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
     prefixes: list[str] = []
     while True:
         page = with_retries(lambda: _client().list_objects_v2(**kwargs), what=f"list {path}")
-        items += [{"name": o["Key"], "size": int(o["Size"])} for o in page.get("Contents", [])]
+        items += [{"name": o["Key"], "size": int(o["Size"]), "version": o["ETag"]} for o in page.get("Contents", [])]
         prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
         if not page.get("IsTruncated"):
             return items, prefixes
@@ -196,6 +196,11 @@ def _list(path: str, delimiter: str | None) -> tuple[list[dict], list[str]]:
 def list_files(path: str) -> list[tuple[str, int]]:
     """(path relative to `path`, size) of every object below the folder `path`."""
     return files_below(path, _list)
+
+
+def list_versions(path: str) -> list[tuple[str, str]]:
+    """(path relative to `path`, ETag) of every object below the folder `path`."""
+    return versions_below(path, _list)
 
 
 def list_names(path: str) -> list[str]:
@@ -212,3 +217,55 @@ def read_range(path: str, start: int, end: int) -> bytes:
         return answer["Body"].read()
 
     return with_retries(get, what=f"read {path}")
+
+
+COPY_PART_BYTES = 1 << 30
+"""S3 copies an object of up to 5 GiB in one `CopyObject`; larger ones go in parts of this size."""
+
+
+def copy_object(source: str, target: str) -> bool:
+    """Server-side copy (the bytes never pass through this host); False when `source` does not exist."""
+    src_bucket, src_key = _split(source)
+    bucket, key = _split(target)
+    head = _head(source)
+    if head is None:
+        return False
+    copy_source = {"Bucket": src_bucket, "Key": src_key}
+    try:
+        if int(head["ContentLength"]) <= 5 * 1024**3:
+            with_retries(
+                lambda: _client().copy_object(Bucket=bucket, Key=key, CopySource=copy_source),
+                what=f"copy {source} to {target}",
+            )
+            return True
+        _copy_in_parts(copy_source, bucket, key, int(head["ContentLength"]))
+        return True
+    except Exception as exc:
+        if _is_answer(exc, 404):
+            return False
+        raise
+
+
+def _copy_in_parts(copy_source: dict, bucket: str, key: str, size: int) -> None:
+    client = _client()
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = []
+    try:
+        for number, start in enumerate(range(0, size, COPY_PART_BYTES), start=1):
+            end = min(size, start + COPY_PART_BYTES) - 1
+            answer = with_retries(
+                lambda n=number, s=start, e=end: client.upload_part_copy(
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload,
+                    PartNumber=n,
+                    CopySource=copy_source,
+                    CopySourceRange=f"bytes={s}-{e}",
+                ),
+                what=f"copy part {number} to s3://{bucket}/{key}",
+            )
+            parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    except BaseException:
+        client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        raise

@@ -23,7 +23,22 @@ def _rejoin(original: str, plain: str) -> str:
 
 
 def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
-    """Complete checkpoints under `<train_output>/checkpoints/` as (step, path), oldest first."""
+    """Complete checkpoints under `<train_output>/checkpoints/` as (step, path), oldest first.
+
+    While the train step still runs, its checkpoints are in its attempt's staging folder (see
+    marin.storage.staging): those of the latest attempt count then, so an evaluation that depends on it
+    `nonblocking()` finds them.
+    """
+    found = _complete_checkpoints(train_output)
+    if found:
+        return found
+    from marin.storage.staging import attempts, staging_path
+
+    names = attempts(train_output)
+    return _complete_checkpoints(staging_path(train_output, names[-1])) if names else []
+
+
+def _complete_checkpoints(train_output: str) -> list[tuple[int, str]]:
     fs, plain = url_to_fs(train_output)
     root = posixpath.join(plain, "checkpoints")
     if not fs.exists(root):

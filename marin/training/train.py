@@ -244,7 +244,9 @@ def _local_log_dir():
 
 def run_id_of(output_path: str) -> str:
     """A stable id for Levanter and W&B: the step folder's name (`<name>-<hash8>`), made id-safe."""
-    base = posixpath.basename(output_path.rstrip("/")) or "run"
+    from marin.storage.staging import published_path
+
+    base = posixpath.basename(published_path(output_path).rstrip("/")) or "run"
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in base)[:120]
 
 
@@ -398,6 +400,8 @@ def _write_train_info(
     run knows the model) and again at the end with the final checkpoint and HF export."""
     from levanter.compat.hf_checkpoints import load_tokenizer
 
+    from marin.storage.staging import published_path
+
     out = config.output_path
     vocab_size = len(load_tokenizer(tokenizer))
     n_params = config.model.parameter_count(vocab_size)
@@ -417,8 +421,8 @@ def _write_train_info(
             "flops": 6 * n_params * tokens,
             "complete": final_checkpoint is not None,
             "final_step": config.num_train_steps - 1,
-            "final_checkpoint": final_checkpoint,
-            "hf_export": hf_path,
+            "final_checkpoint": published_path(final_checkpoint) if final_checkpoint else None,
+            "hf_export": published_path(hf_path) if hf_path else None,
             "parent": config.initialize_from,
             "total_tokens_including_parents": tokens
             + (parent.get("total_tokens_including_parents", 0) if parent else 0),

@@ -1,0 +1,69 @@
+"""Paired first-run timings of this tree against an older one, alternating in fresh processes.
+
+    .venv/bin/python benchmarks/executor_ab.py BEFORE_TREE [--rounds 8] [--shape chain:200] [--shape layered:1000]
+
+Each round runs, in this order and each in a fresh process on a fresh prefix: the older tree, this tree
+with MARIN_FSYNC=0, this tree (fsync on). Medians and per-round ratios resist a shared machine's load
+better than the full harness (benchmarks/executor_compare.sh), whose phases run minutes apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.environ.get("BENCH", os.path.join(ROOT, "..", "shared", "bench"))
+
+ONE_RUN = """
+import json, sys, time
+sys.path.insert(0, {bench!r})
+import dag
+import marin.execution as api
+shape, n = {shape!r}, {n}
+steps = dag.build_chain(api, n) if shape == "chain" else dag.build_layered(api, n)
+t = time.perf_counter()
+api.Executor({prefix!r}, backend="local").run(steps)
+print(json.dumps({{"s": time.perf_counter() - t}}))
+"""
+
+
+def one(tree: str, fsync: str, shape: str, n: int) -> float:
+    with tempfile.TemporaryDirectory() as prefix:
+        code = ONE_RUN.format(bench=BENCH, shape=shape, n=n, prefix=prefix)
+        env = dict(os.environ, PYTHONPATH=tree, MARIN_FSYNC=fsync, RAY_AUTH_MODE="disabled")
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])["s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("before")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--shape", action="append", default=None, help="chain:200, layered:1000 ...")
+    args = parser.parse_args()
+    configs = {"before": (os.path.abspath(args.before), "0"), "staging": (ROOT, "0"), "fsync": (ROOT, "1")}
+    for spec in args.shape or ["chain:200", "layered:1000"]:
+        shape, n = spec.split(":")
+        times: dict[str, list[float]] = {label: [] for label in configs}
+        for _ in range(args.rounds):
+            for label, (tree, fsync) in configs.items():
+                times[label].append(one(tree, fsync, shape, int(n)))
+        base = statistics.median(times["before"])
+        cells = []
+        for label, values in times.items():
+            ratios = [v / b for v, b in zip(values, times["before"], strict=True)]
+            cells.append(
+                f"{label} {statistics.median(values):.3f} s (x{statistics.median(values) / base:.2f}; "
+                f"per-round x{statistics.median(ratios):.2f})"
+            )
+        print(f"first run, {shape} {n}, {args.rounds} rounds: " + "; ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()

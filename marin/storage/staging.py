@@ -1,0 +1,266 @@
+"""Attempt-scoped staging: a step writes into a folder of its own attempt, published only under its lease.
+
+A runner paused past its lease (SIGSTOP, a long GC, a partition) can resume and write any file at
+any time, through marin.storage or not (tensorstore writes Levanter's checkpoints directly). So a step
+never writes its final folder. Its attempt gets a private folder,
+
+    <out>/.executor_attempt.<NNN>-<owner8>/                      the step's files (its output_path)
+    <out>/.executor_attempt.<NNN>-<owner8>/.executor_status etc. executor files waiting to be published
+
+and every write into `<out>` itself is a *move* out of that folder: a rename locally, a server-side
+copy on GCS and S3. A runner taking a step over first moves the previous attempt's folder into its own
+(to resume from its shards and checkpoints) or deletes it; from then on every move the old runner
+still tries fails because its source is gone, and anything it writes lands in a folder nobody
+publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
+written into its folder *before* its last lease check, so after that check it only moves. (One folder
+per attempt, no sub-folders of its own: creating and removing folders is what costs most locally.)
+
+`published_path` maps a path inside a staging folder to where it will be published, for what a step
+records about itself (relative paths in its outputs, a run id made of its folder's name).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from marin.storage.files import FSYNC, REMOTE_PARALLELISM, _object_api, list_dir, write_bytes
+from marin.storage.manifest import EXECUTOR_FILE_PREFIX
+from marin.storage.paths import is_local, join, strip_protocol
+
+ATTEMPT = ".executor_attempt."
+"""How the staging folder of an attempt, inside the step's output folder, is named: this, then the attempt."""
+TRASH = ".executor_trash"
+"""Inside a staging folder: where the final folder's old files go when the staged ones replace them."""
+
+
+class Fenced(RuntimeError):
+    """A move out of a staging folder found its source gone: another runner took the step over."""
+
+
+def staging_path(output_path: str, attempt: str) -> str:
+    return join(output_path, ATTEMPT + attempt)
+
+
+def published_path(path: str) -> str:
+    """`<out>/.executor_attempt.<attempt>/rest` -> `<out>/rest`; any other path unchanged."""
+    marker = f"/{ATTEMPT}"
+    if marker not in path:
+        return path
+    head, _, tail = path.partition(marker)
+    _, _, rest = tail.partition("/")
+    return join(head, rest) if rest else head
+
+
+def attempts(output_path: str) -> list[str]:
+    """The attempts that have a staging folder in `<out>`, oldest first."""
+    names = [n[len(ATTEMPT) :] for n in list_dir(output_path) if n.startswith(ATTEMPT)]
+    return sorted(names, key=lambda n: (int(n.split("-")[0]) if n.split("-")[0].isdigit() else -1, n))
+
+
+def _is_output(name: str) -> bool:
+    return not name.startswith(EXECUTOR_FILE_PREFIX) and not name.startswith(".tmp-")
+
+
+def adopt(previous: str, target: str) -> None:
+    """Moves the files of an earlier attempt's staging folder into `target` (so a new attempt resumes).
+
+    Locally one rename of the whole folder; on a bucket a server-side copy of each object, then the
+    deletion of the old folder (an object the old runner writes meanwhile is left behind, never published).
+    """
+    if is_local(previous):
+        src, dst = strip_protocol(previous), strip_protocol(target)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.rmtree(dst, ignore_errors=True)
+        os.rename(src, dst)
+        shutil.rmtree(os.path.join(dst, TRASH), ignore_errors=True)
+        for name in os.listdir(dst):
+            if name.startswith(EXECUTOR_FILE_PREFIX) and os.path.isfile(os.path.join(dst, name)):
+                os.unlink(os.path.join(dst, name))
+        return
+    api = _object_api(previous)
+    names = [
+        rel for rel, _ in api.list_files(previous) if not (rel.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
+    ]
+    _parallel(lambda rel: api.copy_object(join(previous, rel), join(target, rel)), names)
+    discard(previous)
+
+
+def discard(staging: str) -> None:
+    """Deletes a staging folder and everything in it."""
+    if is_local(staging):
+        shutil.rmtree(strip_protocol(staging), ignore_errors=True)
+        return
+    api = _object_api(staging)
+    _parallel(lambda rel: api.delete_object(join(staging, rel)), [rel for rel, _ in api.list_files(staging)])
+
+
+def discard_all(output_path: str) -> None:
+    """Deletes every staging folder of a step (after its SUCCESS): nothing in them is needed any more."""
+    for name in attempts(output_path):
+        staging = staging_path(output_path, name)
+        if is_local(staging):
+            try:
+                os.rmdir(strip_protocol(staging))  # the usual case: everything was moved out
+                continue
+            except OSError:
+                pass
+        discard(staging)
+
+
+def stage_commit_file(staging: str, name: str, data: bytes) -> None:
+    """Writes an executor file (`.executor_status`, ...) into the staging folder, to be published later.
+
+    Locally a plain write: only this runner reads it (to move it out), and a half-written one is never
+    moved, so the usual temporary file and rename would buy nothing.
+    """
+    path = join(staging, name)
+    if not is_local(path):
+        write_bytes(path, data)
+        return
+    local = strip_protocol(path)
+    try:
+        f = open(local, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        f = open(local, "wb")
+    with f:
+        f.write(data)
+
+
+def publish_commit_file(staging: str, output_path: str, name: str) -> None:
+    """Moves a staged executor file into `<out>`; Fenced when the staging folder was taken over."""
+    source, target = join(staging, name), join(output_path, name)
+    if is_local(source):
+        try:
+            os.replace(strip_protocol(source), strip_protocol(target))
+        except FileNotFoundError as exc:
+            raise Fenced(f"{source} is gone: another runner took {output_path} over") from exc
+        return
+    if not _object_api(source).copy_object(source, target):
+        raise Fenced(f"{source} is gone: another runner took {output_path} over")
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What publishing a staging folder will do, listed before the runner's last lease check."""
+
+    staging: str
+    """The attempt's staging folder."""
+    output_path: str
+    """The step's final folder."""
+    outputs: list[str]
+    """The staged files to move in (locally: top-level names; on a bucket: every object)."""
+    stale: list[tuple[str, str | None]]
+    """The final folder's own files to remove first, with the version each had when listed (buckets)."""
+
+
+def prepare_publication(staging: str, output_path: str) -> Publication:
+    """Lists what `publish` will move and remove; locally, fsyncs the staged files and makes the trash.
+
+    Everything `publish` does afterwards is a move out of, or into, the staging folder (or a delete
+    conditional on a version listed here), so it fails once another runner took the staging folder.
+    """
+    if is_local(staging):
+        src, dst = strip_protocol(staging), strip_protocol(output_path)
+        if FSYNC:
+            fsync_tree(src)
+        outputs = sorted(n for n in os.listdir(src) if _is_output(n))
+        stale = sorted((n, None) for n in (os.listdir(dst) if os.path.isdir(dst) else []) if _is_output(n))
+        if stale:
+            os.makedirs(os.path.join(src, TRASH), exist_ok=True)
+        return Publication(staging, output_path, outputs, stale)
+    from marin.storage.manifest import _is_bookkeeping
+
+    api = _object_api(staging)
+    outputs = sorted(rel for rel, _ in api.list_files(staging) if not _is_bookkeeping(rel))
+    wanted = set(outputs)
+    stale = sorted(
+        (rel, version)
+        for rel, version in api.list_versions(output_path)
+        if not _is_bookkeeping(rel) and rel not in wanted
+    )
+    return Publication(staging, output_path, outputs, stale)
+
+
+def publish(pub: Publication) -> None:
+    """Makes the final folder's own files exactly the staged ones; Fenced once the step was taken over.
+
+    Executor files (`.executor_*`: status, lease, logs, the attempts folder) are left alone. Locally the
+    final folder's old files are moved into the staging folder's trash (a rename that fails once that
+    folder is gone), then the staged ones are renamed in. On a bucket the old objects are deleted only if
+    unchanged since listed, then the staged ones are copied in (a copy fails once its source is gone).
+    """
+    gone = f"{pub.staging} is gone: another runner took {pub.output_path} over"
+    if is_local(pub.staging):
+        src, dst = strip_protocol(pub.staging), strip_protocol(pub.output_path)
+        trash = os.path.join(src, TRASH)
+        try:
+            for name, _ in pub.stale:
+                if os.path.lexists(os.path.join(dst, name)):
+                    os.rename(os.path.join(dst, name), os.path.join(trash, name))
+            for name in pub.outputs:
+                os.rename(os.path.join(src, name), os.path.join(dst, name))
+        except FileNotFoundError as exc:
+            raise Fenced(gone) from exc
+        return
+    api = _object_api(pub.staging)
+    removed = _parallel(lambda item: api.delete_if_unchanged(join(pub.output_path, item[0]), item[1]), pub.stale)
+    if not all(removed):
+        raise Fenced(f"{pub.output_path} changed since it was listed: another runner took it over")
+    copied = _parallel(lambda rel: api.copy_object(join(pub.staging, rel), join(pub.output_path, rel)), pub.outputs)
+    if not all(copied):
+        raise Fenced(gone)
+
+
+def fsync_tree(root: str) -> None:
+    """fsyncs every file and every sub-folder under a local `root`, all at once.
+
+    The calls run concurrently so the file system can commit them together (ext4 turns concurrent
+    fsyncs into one journal commit): a step's publication costs about one commit, not one per file.
+    `root` itself is not synced: its entries are renamed away, into the final folder.
+    """
+    paths = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        # the commit folder's entries are renamed away, never used from there: only its files count
+        paths += [os.path.join(dirpath, d) for d in dirnames if not (dirpath == root and d == TRASH)]
+        paths += [os.path.join(dirpath, n) for n in filenames]
+    if len(paths) == 1:
+        _fsync(paths[0])
+    elif paths:
+        list(_fsync_pool().map(_fsync, paths))
+
+
+def sync_folder(path: str) -> None:
+    """fsyncs a local folder, so the renames into it survive power loss (a no-op on buckets or with MARIN_FSYNC=0)."""
+    if FSYNC and is_local(path):
+        _fsync(strip_protocol(path))
+
+
+def _fsync(path: str) -> None:
+    if os.path.islink(path):
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _fsync_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="marin-fsync")
+    return _pool
+
+
+def _parallel(fn, items: list) -> list:
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(REMOTE_PARALLELISM, len(items))) as pool:
+        return list(pool.map(fn, items))

@@ -1,0 +1,90 @@
+"""Ctrl-C: the running steps stop promptly on both backends, their leases are released, no step stays
+RUNNING, the run's line is appended to `.runs.jsonl`, one line says what was left, and a rerun resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from marin.execution import Executor
+from marin.storage import join, read_bytes, read_text
+from tests.interrupt_dag import build
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start(prefix: str, started: str, release: str, backend: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.interrupt_dag", prefix, started, release, backend],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=REPO, RAY_AUTH_MODE="disabled"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_file(path: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def interrupt(proc: subprocess.Popen, times: int = 1) -> tuple[str, float]:
+    t0 = time.monotonic()
+    for _ in range(times):
+        os.kill(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+    log = proc.communicate(timeout=120)[0]
+    return log, time.monotonic() - t0
+
+
+def check_left_for_a_rerun(prefix: str, started: str, release: str, log: str) -> None:
+    executor = Executor(prefix, backend="local", experiment_name="interrupt")
+    plan = executor.plan_dag(build(started, release))
+    first, second = (p.output_path for p in plan.steps)
+    assert "interrupted: 2 step(s) left unfinished (interrupt/first-" in log, log
+    assert "run the same command again to resume" in log
+    assert read_text(join(first, ".executor_status")) is None
+    assert read_bytes(join(first, ".executor_lease")) is None
+    assert read_text(join(second, ".executor_status")) is None
+    runs = read_text(executor.record_path(plan).replace(".json", ".runs.jsonl")).splitlines()
+    outcomes = {name.split("-")[0]: s["outcome"] for name, s in json.loads(runs[-1])["steps"].items()}
+    assert outcomes == {"interrupt/first": "INTERRUPTED", "interrupt/second": "NOT_RUN"}
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tmp_path, backend):
+    prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
+    proc = start(prefix, started, release, backend)
+    wait_for_file(started)
+    log, took = interrupt(proc)
+    assert proc.returncode == 130, log
+    assert took < 30, f"took {took:.1f} s to stop"
+    check_left_for_a_rerun(prefix, started, release, log)
+    open(release, "w").close()
+    rerun = start(prefix, started, release, "local")
+    rerun_log = rerun.communicate(timeout=240)[0]
+    assert rerun.returncode == 0, rerun_log
+    executor = Executor(prefix, backend="local", experiment_name="interrupt")
+    first, second = executor.plan(build(started, release)).values()
+    assert read_text(join(first, ".executor_status")) == read_text(join(second, ".executor_status")) == "SUCCESS"
+    assert read_text(join(first, "done.txt")) == "1 resumed=True"
+    assert read_text(join(second, "done.txt")) == "2 resumed=False"
+
+
+def test_a_second_ctrl_c_still_ends_cleanly_with_the_runs_line(tmp_path):
+    prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
+    proc = start(prefix, started, release, "local")
+    wait_for_file(started)
+    log, _ = interrupt(proc, times=2)
+    assert proc.returncode in (130, -signal.SIGINT), log
+    assert "Segmentation fault" not in log and "Fatal Python error" not in log
+    check_left_for_a_rerun(prefix, started, release, log)
