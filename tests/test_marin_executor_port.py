@@ -502,9 +502,20 @@ def test_parent_will_run_if_some_child_is_not_skippable():
 
 
 def test_status_file_takeover_stale_lock_then_refresh(tmp_path):
-    """Taking over a stale lock from a dead worker, then refreshing it."""
-    from marin.execution.lease import Lease, lease_timeout_s, try_acquire
+    """Taking over a stale lock from a dead worker, then refreshing it.
+
+    Adapted: Marin calls a lock stale when its heartbeat *time* is old, which trusts the holder's clock;
+    marin calls it stale once the taker has seen the same version unchanged for the timeout on its own
+    monotonic clock (docs/executor.md), so the taker looks twice, the injected clock moving past the timeout.
+    """
+    from marin.execution.lease import Clock, Lease, LeaseHeld, lease_timeout_s, try_acquire
     from marin.storage import read_with_version, replace_if_unchanged
+
+    class SteppedClock(Clock):
+        now = 1000.0
+
+        def monotonic(self) -> float:
+            return self.now
 
     lock = str(tmp_path / ".executor_lease")
 
@@ -514,7 +525,10 @@ def test_status_file_takeover_stale_lock_then_refresh(tmp_path):
     stale = {"owner": "dead-worker", "heartbeat": time.time() - lease_timeout_s() - 10, "acquired": 0.0}
     assert replace_if_unchanged(lock, json.dumps(stale).encode(), dead_worker.version) is not None
 
-    live_worker = try_acquire(lock, "live-worker")
+    clock, seen = SteppedClock(), {}
+    assert isinstance(try_acquire(lock, "live-worker", seen, clock), LeaseHeld)
+    clock.now += lease_timeout_s() + 1
+    live_worker = try_acquire(lock, "live-worker", seen, clock)
     assert isinstance(live_worker, Lease) and live_worker.took_over
 
     after_takeover = json.loads(read_with_version(lock).data)

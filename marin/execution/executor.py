@@ -12,7 +12,6 @@ already SUCCESS is never run again; one FAILED is rerun only with `force_run_fai
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -50,6 +49,7 @@ from marin.execution.step_runner import (
     staging_template,
 )
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
+from marin.storage.layout import runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -160,25 +160,25 @@ class Executor:
         """
         selected = plan.select(run_only)
         states = read_statuses([p.output_path for p in selected])
-        new_reasons: dict[int, str] = {}
+        new_reasons: dict[PlannedStep, str] = {}
         if explain_new:
             from marin.execution.explain import new_hash_reasons
 
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
-        fingerprints: dict[int, str | None] = {}
+        fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
             done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
             for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
                 try:
-                    fingerprints[id(p)] = orjson.loads(data)["code_fingerprint"] if data else None
+                    fingerprints[p] = orjson.loads(data)["code_fingerprint"] if data else None
                 except (ValueError, KeyError):
-                    fingerprints[id(p)] = None
+                    fingerprints[p] = None
         decisions = []
         for planned, state in zip(selected, states, strict=True):
             code_changed = (
-                id(planned) in fingerprints
-                and fingerprints[id(planned)] is not None
-                and fingerprints[id(planned)] != code_fingerprint(planned.step.fn)
+                planned in fingerprints
+                and fingerprints[planned] is not None
+                and fingerprints[planned] != code_fingerprint(planned.step.fn)
             )
             if state == SUCCESS:
                 if code_changed and rerun_code_changed:
@@ -196,7 +196,7 @@ class Executor:
             elif state == RUNNING:
                 decisions.append(StepDecision(planned, state, "wait", "running elsewhere (or its runner died)"))
             elif state is None:
-                reason = new_reasons.get(id(planned), "no output yet")
+                reason = new_reasons.get(planned, "no output yet")
                 decisions.append(StepDecision(planned, state, "run", f"new hash: {reason}"))
             else:
                 decisions.append(StepDecision(planned, state, "run", f"was {state}"))
@@ -240,7 +240,7 @@ class Executor:
             left = [
                 d.planned.relative_output_path
                 for d in decisions
-                if outcomes[id(d.planned)].status in (INTERRUPTED, "NOT_RUN")
+                if outcomes[d.planned].status in (INTERRUPTED, "NOT_RUN")
             ]
             shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             print(
@@ -252,10 +252,10 @@ class Executor:
         result = RunResult(
             plan.output_paths(),
             record_path,
-            {step: outcomes[id(p)] for step, p in plan.by_step.items() if id(p) in outcomes},
+            {step: outcomes[p] for step, p in plan.by_step.items() if p in outcomes},
         )
         print_summary(plan, decisions, outcomes, record_path)
-        failed = [d.planned for d in decisions if not outcomes[id(d.planned)].ok]
+        failed = [d.planned for d in decisions if not outcomes[d.planned].ok]
         if failed:
             names = ", ".join(p.name for p in failed[:10]) + (
                 f" and {len(failed) - 10} more" if len(failed) > 10 else ""
@@ -288,42 +288,43 @@ class Executor:
             **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
             "steps": {
                 p.identity: {
-                    "outcome": outcomes[id(p)].status,
-                    "started": outcomes[id(p)].started,
-                    "ended": outcomes[id(p)].ended,
-                    "duration_s": outcomes[id(p)].duration_s,
-                    "error": outcomes[id(p)].error,
+                    "outcome": outcomes[p].status,
+                    "started": outcomes[p].started,
+                    "ended": outcomes[p].ended,
+                    "duration_s": outcomes[p].duration_s,
+                    "error": outcomes[p].error,
                 }
                 for p in plan.steps
-                if id(p) in outcomes
+                if p in outcomes
             },
         }
-        append_line(record_path[: -len(".json")] + ".runs.jsonl", json.dumps(line, sort_keys=True))
+        append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
 
-    def _execute(self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool) -> dict[int, StepOutcome]:
-        outcomes: dict[int, StepOutcome] = {}
-        pending: dict[int, PlannedStep] = {}
-        rerun_succeeded = {id(d.planned) for d in decisions if d.action == "run" and d.state == SUCCESS}
+    def _execute(
+        self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool
+    ) -> dict[PlannedStep, StepOutcome]:
+        outcomes: dict[PlannedStep, StepOutcome] = {}
+        pending: list[PlannedStep] = []
+        rerun_succeeded = {d.planned for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
             if d.action == "skip":
-                outcomes[id(d.planned)] = StepOutcome("SKIPPED")
+                outcomes[d.planned] = StepOutcome("SKIPPED")
             elif d.action == "fail":
-                outcomes[id(d.planned)] = StepOutcome("FAILED", error="failed in an earlier run")
+                outcomes[d.planned] = StepOutcome("FAILED", error="failed in an earlier run")
             else:
-                pending[id(d.planned)] = d.planned
+                pending.append(d.planned)
         if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
             return outcomes
-        dependents: dict[int, list[PlannedStep]] = {}
-        for p in pending.values():
+        dependents: dict[PlannedStep, list[PlannedStep]] = {}
+        for p in pending:
             for dep in p.dependencies:
-                dependents.setdefault(id(dep), []).append(p)
+                dependents.setdefault(dep, []).append(p)
         waiting_on = {
-            key: sum(1 for dep in p.dependencies if id(dep) not in outcomes or not outcomes[id(dep)].ok)
-            for key, p in pending.items()
+            p: sum(1 for dep in p.dependencies if dep not in outcomes or not outcomes[dep].ok) for p in pending
         }
-        for key, outcome in list(outcomes.items()):
+        for failed, outcome in list(outcomes.items()):
             if outcome.status == "FAILED":
-                self._fail_downstream(key, dependents, pending, outcomes, plan)
+                self._fail_downstream(failed, dependents, outcomes, plan)
 
         backend = None
         in_flight: dict = {}
@@ -331,18 +332,18 @@ class Executor:
         done_count = 0
         total = len(pending)
         try:
-            ready = [p for key, p in pending.items() if waiting_on[key] == 0 and key not in outcomes]
+            ready = [p for p in pending if waiting_on[p] == 0 and p not in outcomes]
             if ready or pending:
                 from marin.execution.backends import make_backend
 
                 backend = make_backend(self.backend_kind, self.ray_address, self.max_concurrent)
-                for p in pending.values():
+                for p in pending:
                     backend.check_resources(p.name, p.step.resources)
             limit = self.max_concurrent or len(pending) or 1
             while ready or in_flight:
                 while ready and len(in_flight) < limit:
                     p = ready.pop(0)
-                    task = self._task(p, plan, force_run_failed, rerun_succeeded=id(p) in rerun_succeeded)
+                    task = self._task(p, plan, force_run_failed, rerun_succeeded=p in rerun_succeeded)
                     in_flight[backend.submit(task, p.step.resources)] = p
                 if not in_flight:
                     break
@@ -359,42 +360,42 @@ class Executor:
                     )
                 for handle, outcome in finished:
                     p = in_flight.pop(handle)
-                    outcomes[id(p)] = outcome
+                    outcomes[p] = outcome
                     done_count += 1
                     self._progress(p, outcome, done_count, total, t_start)
                     if outcome.ok:
-                        for child in dependents.get(id(p), []):
-                            waiting_on[id(child)] -= 1
-                            if waiting_on[id(child)] == 0 and id(child) not in outcomes:
+                        for child in dependents.get(p, []):
+                            waiting_on[child] -= 1
+                            if waiting_on[child] == 0 and child not in outcomes:
                                 ready.append(child)
                     else:
-                        self._fail_downstream(id(p), dependents, pending, outcomes, plan)
+                        self._fail_downstream(p, dependents, outcomes, plan)
         except KeyboardInterrupt:
             self.interrupted = True
             logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
             for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
-                outcomes[id(in_flight.pop(handle))] = outcome
+                outcomes[in_flight.pop(handle)] = outcome
             for p in in_flight.values():
-                outcomes[id(p)] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
+                outcomes[p] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
             if backend is not None and not self.interrupted:
                 backend.shutdown()
-        for key in pending:
-            outcomes.setdefault(key, StepOutcome("NOT_RUN"))
+        for p in pending:
+            outcomes.setdefault(p, StepOutcome("NOT_RUN"))
         return outcomes
 
-    def _fail_downstream(self, key: int, dependents: dict, pending: dict, outcomes: dict, plan: Plan) -> None:
-        stack = list(dependents.get(key, []))
+    def _fail_downstream(self, failed: PlannedStep, dependents: dict, outcomes: dict, plan: Plan) -> None:
+        stack = list(dependents.get(failed, []))
         while stack:
             child = stack.pop()
-            if id(child) in outcomes:
+            if child in outcomes:
                 continue
-            outcomes[id(child)] = StepOutcome("DEP_FAILED", error="a dependency failed")
+            outcomes[child] = StepOutcome("DEP_FAILED", error="a dependency failed")
             try:
                 mark_dep_failed(child.output_path, step_record(child, plan))
             except Exception as exc:
                 logger.warning("could not mark %s DEP_FAILED: %s", child.output_path, exc)
-            stack.extend(dependents.get(id(child), []))
+            stack.extend(dependents.get(child, []))
 
     def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool) -> StepTask:
         resources = p.step.resources
@@ -402,7 +403,7 @@ class Executor:
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(dataclasses.replace(p, output_path=staging_template(p.output_path)), plan),
+            config=instantiate_config(p, plan, own_output=staging_template(p.output_path)),
             info={**step_record(p, plan), "run": self._run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
@@ -462,14 +463,14 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     file = file or sys.stdout
     counts: dict[str, int] = {}
     for d in decisions:
-        status = outcomes[id(d.planned)].status
+        status = outcomes[d.planned].status
         counts[status] = counts.get(status, 0) + 1
-    show = [d for d in decisions if outcomes[id(d.planned)].status != "SKIPPED"] if len(decisions) > 40 else decisions
+    show = [d for d in decisions if outcomes[d.planned].status != "SKIPPED"] if len(decisions) > 40 else decisions
     if show and len(show) <= 200:
         width = max(len(d.planned.relative_output_path) for d in show)
         print(f"  {'outcome':<13} {'time':>8}  {'step output':<{width}}", file=file)
         for d in show:
-            o = outcomes[id(d.planned)]
+            o = outcomes[d.planned]
             took = f"{o.duration_s:.1f}s" if o.duration_s is not None else "-"
             err = f"  {o.error}" if o.error and o.status != "DEP_FAILED" else ""
             print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)

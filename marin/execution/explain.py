@@ -128,7 +128,7 @@ def _modified(paths: Sequence[str]) -> list[float | None]:
 
 def earlier_outputs(
     steps: Sequence[PlannedStep], prefix: str, with_times: bool = False
-) -> dict[int, list[EarlierOutput]]:
+) -> dict[PlannedStep, list[EarlierOutput]]:
     """For each step (by id), the outputs of its name under `prefix` with another hash and a readable record.
 
     Lists each parent folder once, then reads every candidate's `.executor_info` and state in two batches
@@ -149,7 +149,7 @@ def earlier_outputs(
             m = HASH_PATTERN.match(name)
             if m and m.group("base") == base and name != f"{base}-{planned.hash}":
                 rel = f"{parent_rel}/{name}" if parent_rel else name
-                candidates.append((id(planned), join(prefix, rel), rel))
+                candidates.append((planned, join(prefix, rel), rel))
     infos = read_bytes_many([info_path(out) for _, out, _ in candidates])
     found: list[tuple[int, EarlierOutput]] = []
     for (key, out, rel), data in zip(candidates, infos, strict=True):
@@ -169,7 +169,7 @@ def earlier_outputs(
             times[i] = t
         for (_, o), t in zip(found, times, strict=True):
             o.modified = t
-    result: dict[int, list[EarlierOutput]] = {}
+    result: dict[PlannedStep, list[EarlierOutput]] = {}
     for key, o in found:
         result.setdefault(key, []).append(o)
     return result
@@ -177,21 +177,20 @@ def earlier_outputs(
 
 def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict, str | None]]:
     """(output path, version, state) of every other output of the same step name under the prefix."""
-    return [(o.output_path, o.version, o.state) for o in earlier_outputs([planned], prefix).get(id(planned), [])]
+    return [(o.output_path, o.version, o.state) for o in earlier_outputs([planned], prefix).get(planned, [])]
 
 
-def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[int, str]:
+def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[PlannedStep, str]:
     """For each step (by id) with an earlier output of its name: what changed since the most recent one.
 
     `config.min_len 3 -> 5 (was hello/stats-2d4c618e)`; steps with no earlier output are absent. "Most
     recent" is by when the earlier output's state was written (S3 keeps that to the second; ties go to
     the last folder name).
     """
-    reasons: dict[int, str] = {}
-    by_id = {id(p): p for p in steps}
+    reasons: dict[PlannedStep, str] = {}
     for key, others in earlier_outputs(steps, prefix, with_times=True).items():
         latest = max(others, key=lambda o: (o.modified or 0.0, o.relative_output_path))
-        diffs = diff_versions(latest.version, by_id[key].version)
+        diffs = diff_versions(latest.version, key.version)
         reasons[key] = f"{describe_diffs(diffs)} (was {latest.relative_output_path})"
     return reasons
 
@@ -206,7 +205,7 @@ def explain_step(planned: PlannedStep, prefix: str) -> str:
         "  version:",
     ]
     lines += ["    " + line for line in json.dumps(planned.version, indent=2, sort_keys=True).splitlines()]
-    others = earlier_outputs([planned], prefix).get(id(planned), [])
+    others = earlier_outputs([planned], prefix).get(planned, [])
     if not others:
         lines.append(f"no other output of {planned.name!r} under {prefix}: nothing to compare with")
         return "\n".join(lines)

@@ -75,7 +75,7 @@ class Plan:
     prefix: str
     steps: list[PlannedStep]
     by_step: dict[ExecutorStep, PlannedStep]
-    step_records: dict[int, dict] = dataclasses.field(default_factory=dict)
+    step_records: dict[PlannedStep, dict] = dataclasses.field(default_factory=dict)
     """Memo of each step's record (records.step_record), computed at most once per plan."""
     roots: list[PlannedStep] | None = None
     """The steps the experiment named (None: every step is one)."""
@@ -101,19 +101,19 @@ class Plan:
         if not run_only:
             if self.roots is None:
                 return list(self.steps)
-            wanted = {id(p) for p in self.roots}
+            wanted = {p for p in self.roots}
         else:
             patterns = [re.compile(p) for p in run_only]
-            wanted = {id(p) for p in self.steps if any(pat.search(p.name) for pat in patterns)}
+            wanted = {p for p in self.steps if any(pat.search(p.name) for pat in patterns)}
             if not wanted:
                 raise PlanError(f"--run_only {list(run_only)} matches no step")
-        stack = [p for p in self.steps if id(p) in wanted]
+        stack = [p for p in self.steps if p in wanted]
         while stack:
             for dep in stack.pop().dependencies:
-                if id(dep) not in wanted:
-                    wanted.add(id(dep))
+                if dep not in wanted:
+                    wanted.add(dep)
                     stack.append(dep)
-        return [p for p in self.steps if id(p) in wanted]
+        return [p for p in self.steps if p in wanted]
 
 
 _FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
@@ -316,14 +316,22 @@ def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
         raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
 
 
-def instantiate_config(planned: PlannedStep, plan: Plan) -> Any:
-    """The step's config with every marker replaced by a plain value (paths as strings)."""
+def instantiate_config(planned: PlannedStep, plan: Plan, own_output: str | None = None) -> Any:
+    """The step's config with every marker replaced by a plain value (paths as strings).
+
+    `own_output` fills `this_output_path()` with another folder than the step's published one (an
+    attempt's staging folder); such a config is built afresh, never the one planning cached.
+    """
+    if own_output is not None:
+        return _instantiate(planned, plan.by_step, own_output)
     if planned.config is None and planned.step.config is not None:
         planned.config = _instantiate(planned, plan.by_step)
     return planned.config
 
 
-def _instantiate(planned: PlannedStep, by_step: dict) -> Any:
+def _instantiate(planned: PlannedStep, by_step: dict, own_output: str | None = None) -> Any:
+    own = planned.output_path if own_output is None else own_output
+
     def resolve(value: Any) -> Any:
         cls = type(value)
         if cls is VersionedValue:
@@ -332,7 +340,7 @@ def _instantiate(planned: PlannedStep, by_step: dict) -> Any:
             base = by_step[value.step].output_path
             return join(base, value.name) if value.name else base
         if cls is OutputName:
-            return join(planned.output_path, value.name) if value.name else planned.output_path
+            return join(own, value.name) if value.name else own
         if value is None or cls in (str, int, float, bool):
             return value
         if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -69,13 +69,13 @@ def resources_to_json(planned: PlannedStep) -> dict:
 
 def step_record(planned: PlannedStep, plan: Plan) -> dict:
     """The record of one step: also the content of its `.executor_info`."""
-    cached = plan.step_records.get(id(planned))
+    cached = plan.step_records.get(planned)
     if cached is not None:
         return cached
     config = instantiate_config(planned, plan)
     types: dict[str, str] = {}
     config_json = config_to_json(config, "", types)
-    record = plan.step_records[id(planned)] = {
+    record = plan.step_records[planned] = {
         "name": planned.name,
         "hash": planned.hash,
         "output_path": planned.output_path,
