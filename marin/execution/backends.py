@@ -12,16 +12,10 @@ import logging
 import os
 from typing import Any
 
+from marin.execution.attempts import finish_cleanups
 from marin.execution.authoring import ResourceConfig
-from marin.execution.step_runner import (
-    INTERRUPTED,
-    LEFT_FOR_RERUN,
-    StepOutcome,
-    StepTask,
-    execute_step,
-    finish_cleanups,
-    interrupt_running_steps,
-)
+from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN, interrupt_running_steps
+from marin.execution.step_runner import StepOutcome, StepTask, execute_step
 from marin.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 
 import orjson
 
+from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
 from marin.execution.input_check import check_inputs
+from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.records import (
     dump_json,
@@ -40,14 +42,7 @@ from marin.execution.records import (
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
-from marin.execution.step_runner import (
-    INTERRUPTED,
-    LEFT_FOR_RERUN,
-    StepOutcome,
-    StepTask,
-    mark_dep_failed,
-    staging_template,
-)
+from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
 from marin.storage.layout import runs_file
 

@@ -71,15 +71,20 @@ def reference_of(obj: Any) -> str:
     return f"{module}:{qualname}"
 
 
-_fingerprints: dict[int, str] = {}
+_fingerprints: dict[int, tuple[Any, str]] = {}
+"""id(fn) -> (fn, fingerprint): the function is kept so that its id cannot be reused by another one."""
 
 
 def code_fingerprint(fn: Any) -> str:
-    """sha256 of the source of `fn`, of its module, and of the project modules that module imports."""
+    """sha256 of the source of `fn`, of its module, and of the project modules that module imports.
+
+    Remembered per function object (the code a process runs is what it imported); module files are read
+    again when their size or modification time changed, so a module imported anew after an edit (a new
+    function object) gets the new code's fingerprint."""
     key = id(fn)
     cached = _fingerprints.get(key)
-    if cached is not None:
-        return cached
+    if cached is not None and cached[0] is fn:
+        return cached[1]
     digest = hashlib.sha256()
     target = inspect.unwrap(fn)
     try:
@@ -90,21 +95,33 @@ def code_fingerprint(fn: Any) -> str:
     file = getattr(module, "__file__", None)
     if file and os.path.exists(file):
         digest.update(_module_digest(os.path.abspath(file), getattr(module, "__package__", None) or ""))
-    _fingerprints[key] = value = digest.hexdigest()
+    value = digest.hexdigest()
+    _fingerprints[key] = (fn, value)
     return value
 
 
-@functools.lru_cache(maxsize=1024)
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_bytes(path: str, stamp: tuple[int, int]) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _module_digest(file: str, package: str) -> bytes:
     """sha256 of a module's source and of the project files it imports, each named relative to the project
     root (the same code in two checkouts, or in a rerun's temporary copy, has the same digest)."""
     digest = hashlib.sha256()
-    with open(file, "rb") as f:
-        digest.update(f.read())
+    digest.update(_file_bytes(file, _stamp(file)))
     root = project_root()
     for path in project_imports(file, package):
-        with open(path, "rb") as f:
-            digest.update(b"\0" + os.path.relpath(path, root).encode() + b"\0" + f.read())
+        digest.update(b"\0" + os.path.relpath(path, root).encode() + b"\0" + _file_bytes(path, _stamp(path)))
     return digest.digest()
 
 
@@ -126,7 +143,7 @@ def project_imports(file: str, package: str = "") -> list[str]:
     stack = [(file, package)]
     while stack:
         current, pkg = stack.pop()
-        for path, sub_pkg in _direct_imports(current, pkg):
+        for path, sub_pkg in _direct_imports(current, pkg, _stamp(current)):
             if path not in seen and path != file:
                 seen.add(path)
                 stack.append((path, sub_pkg))
@@ -134,7 +151,7 @@ def project_imports(file: str, package: str = "") -> list[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _direct_imports(file: str, package: str) -> tuple[tuple[str, str], ...]:
+def _direct_imports(file: str, package: str, stamp: tuple[int, int]) -> tuple[tuple[str, str], ...]:
     import ast
 
     try:

@@ -14,23 +14,36 @@ cannot change what its successor published (fencing, DESIGN.md §11).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
 import tempfile
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from marin.execution.attempts import (
+    bind_output,
+    claim_attempt,
+    discard_attempts,
+    finish_cleanups,
+    staging_template,
+    take_over_staging,
+)
 from marin.execution.capture import capture_process, capture_thread
+from marin.execution.interrupts import (
+    INTERRUPTED,
+    LEFT_FOR_RERUN,
+    RunnerInterrupted,
+    RunnerTerminated,
+    interruptible_now,
+    sigterm_stops_the_runner,
+)
 from marin.execution.lease import (
     Lease,
     LeaseHeld,
     LeaseLost,
-    interrupt_thread,
     keep_alive,
     new_owner_id,
     try_acquire,
@@ -50,10 +63,8 @@ from marin.execution.status import (
 )
 from marin.storage import (
     compute_manifest,
-    create_if_absent,
     delete_if_unchanged,
     is_local,
-    list_dir,
     makedirs,
     read_bytes,
     read_with_version,
@@ -63,10 +74,6 @@ from marin.storage import (
 from marin.storage.staging import (
     Fenced,
     Publication,
-    adopt,
-    attempts,
-    discard,
-    discard_all,
     prepare_publication,
     publish,
     publish_commit_file,
@@ -115,48 +122,19 @@ class StepOutcome:
         return self.status in ("SUCCESS", "SKIPPED", "RAN_ELSEWHERE")
 
 
-class RunnerInterrupted(BaseException):
-    """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
-
-
-INTERRUPTED = "INTERRUPTED"
-LEFT_FOR_RERUN = "interrupted (Ctrl-C); a rerun resumes it"
-
-_interruptible: dict[int, str] = {}
-"""Threads running a step's own code (or waiting for its lease), by thread id: what Ctrl-C interrupts."""
-_interruptible_lock = threading.Lock()
-
-
-def interrupt_running_steps() -> list[str]:
-    """Raises RunnerInterrupted in every thread of this process that runs a step's code; their names."""
-    with _interruptible_lock:
-        for thread_id in _interruptible:
-            interrupt_thread(thread_id, RunnerInterrupted)
-        return sorted(_interruptible.values())
-
-
-def _interruptible_now(name: str | None) -> None:
-    """Marks this thread as running step `name`'s code (None: no longer; the commit is never interrupted)."""
-    with _interruptible_lock:
-        if name is None:
-            _interruptible.pop(threading.get_ident(), None)
-        else:
-            _interruptible[threading.get_ident()] = name
-
-
 def execute_step(task: StepTask) -> StepOutcome:
     """Runs `task` exactly once across all runners, or waits for whoever runs it.
 
     Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread), it returns
     INTERRUPTED with the step left as it was before this attempt and its lease released.
     """
-    _interruptible_now(task.name)
+    interruptible_now(task.name)
     try:
         return _execute_step(task)
     except (KeyboardInterrupt, RunnerInterrupted):
         return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
     finally:
-        _interruptible_now(None)
+        interruptible_now(None)
         if task.capture == "process":
             finish_cleanups()
 
@@ -193,37 +171,6 @@ def _execute_step(task: StepTask) -> StepOutcome:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
             announced = True
             continue
-
-
-class RunnerTerminated(BaseException):
-    """SIGTERM reached the process running a step: the runner is being stopped, the step did not fail."""
-
-
-@contextlib.contextmanager
-def _sigterm_stops_the_runner():
-    """In a process's main thread (a Ray task), SIGTERM raises RunnerTerminated instead of SystemExit.
-
-    Ray sends SIGTERM to a task's worker when the driver dies or the node shuts down, and its handler
-    raises SystemExit inside the step, which would look like the step failing (FAILED, not rerun).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield None
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def handler(signum, frame):
-        raise RunnerTerminated()
-
-    signal.signal(signal.SIGTERM, handler)
-    try:
-        yield previous
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _next_attempt(output_path: str) -> int:
-    numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
-    return max(numbers, default=0) + 1
 
 
 @contextlib.contextmanager
@@ -264,7 +211,7 @@ def _run_with_lease(task: StepTask, lease: Lease, previous: str | None) -> StepO
     SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
     the step stays unfinished for the next runner; then the process exits as it was asked to.
     """
-    with _sigterm_stops_the_runner() as previous_handler:
+    with sigterm_stops_the_runner() as previous_handler:
         try:
             return _run_with_lease_guarded(task, lease, previous)
         except RunnerTerminated:
@@ -297,13 +244,13 @@ def _run_with_lease_guarded(task: StepTask, lease: Lease, previous: str | None) 
 def _run_with_lease_unguarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
     """`previous`: the step's status when this runner took the lease (put back if it is interrupted)."""
     out = task.output_path
-    attempt = _claim_attempt(out)
+    attempt = claim_attempt(out)
     log_path = f"{logs_dir(out)}/{attempt:03d}.log"
     staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
     try:
         return _run_attempt(task, lease, attempt, log_path, staging)
     except (KeyboardInterrupt, RunnerInterrupted):
-        _interruptible_now(None)
+        interruptible_now(None)
         logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
         _leave_unfinished(lease, staging, out, previous)
         return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN, attempt=attempt, log_path=log_path)
@@ -331,7 +278,7 @@ def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None
 def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
     out = task.output_path
     keep_alive(lease)
-    adopted = _take_over_staging(task, out, staging)
+    adopted = take_over_staging(out, staging, fresh=task.rerun_succeeded)
     stage_commit_file(staging, INFO, dump_json(task.info))
     stage_commit_file(staging, STATUS, RUNNING.encode())
     _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
@@ -360,7 +307,7 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
                         logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
             if error is None:
                 logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
-            _interruptible_now(None)
+            interruptible_now(None)
             lease.thread_id = None
     except LeaseLost:
         lease.release()
@@ -385,7 +332,7 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
     _publish_under_lease(lease, staging, out, publication, [MANIFEST, STATUS])
     lease.release()
-    _discard_attempts(out)
+    discard_attempts(out)
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
 
 
@@ -415,100 +362,6 @@ def _publish_under_lease(
         lease.lost.set()
         lease.release()
         raise LeaseLost() from exc
-
-
-def staging_template(output_path: str) -> str:
-    """The placeholder the executor instantiates `this_output_path()` with; each attempt binds its own."""
-    return staging_path(output_path, "@attempt")
-
-
-def bind_output(config: Any, template: str, staging: str) -> Any:
-    """`config` with every string under `template` re-rooted at `staging` (frozen dataclasses copied)."""
-
-    def bind(value: Any) -> Any:
-        if isinstance(value, str):
-            if value == template or value.startswith(template + "/"):
-                return staging + value[len(template) :]
-            return value
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {}
-            for f in dataclasses.fields(value):
-                if f.init:
-                    old = getattr(value, f.name)
-                    new = bind(old)
-                    if new is not old:
-                        changes[f.name] = new
-            return dataclasses.replace(value, **changes) if changes else value
-        if isinstance(value, list | tuple):
-            items = [bind(v) for v in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
-                return value
-            return type(value)(items) if type(value) in (list, tuple) else value
-        if isinstance(value, dict):
-            items = {k: bind(v) for k, v in value.items()}
-            return items if any(items[k] is not value[k] for k in value) else value
-        return value
-
-    return bind(config)
-
-
-def _claim_attempt(output_path: str) -> int:
-    """The next attempt number, claimed by creating its log file (two runners never share one)."""
-    attempt = _next_attempt(output_path)
-    while create_if_absent(f"{logs_dir(output_path)}/{attempt:03d}.log", b"") is None:
-        attempt += 1
-    return attempt
-
-
-def _take_over_staging(task: StepTask, out: str, staging: str) -> str | None:
-    """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
-
-    A rerun of a step that succeeded (its code changed) starts from an empty folder instead. Either way
-    no earlier attempt's folder survives under its own name, which is what fences its runner out.
-    """
-    earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
-    keep = None if task.rerun_succeeded or not earlier else earlier[-1]
-    for name in earlier:
-        if name != keep:
-            discard(staging_path(out, name))
-    if keep is not None:
-        adopt(staging_path(out, keep), staging)
-    makedirs(staging)
-    return keep
-
-
-_cleanups: list = []
-_cleanups_lock = threading.Lock()
-_cleaner = None
-
-
-def _discard_attempts(out: str) -> None:
-    """Removes a succeeded step's attempt folders in the background: removing a folder costs a few ms
-    locally, which a chain of small steps would otherwise wait for step after step."""
-    global _cleaner
-    import concurrent.futures
-
-    with _cleanups_lock:
-        if _cleaner is None:
-            _cleaner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="marin-cleanup")
-        _cleanups.append(_cleaner.submit(_discard_now, out))
-
-
-def _discard_now(out: str) -> None:
-    try:
-        discard_all(out)
-    except Exception as exc:
-        logger.warning("could not remove the attempt folders of %s (harmless): %s", out, exc)
-
-
-def finish_cleanups() -> None:
-    """Waits until the background removal of attempt folders is done (end of a run, end of a Ray task)."""
-    import concurrent.futures
-
-    with _cleanups_lock:
-        pending = list(_cleanups)
-        _cleanups.clear()
-    concurrent.futures.wait(pending)
 
 
 def _append_log(log_path: str, text: str) -> None:

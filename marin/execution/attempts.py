@@ -1,0 +1,121 @@
+"""Attempt folders: where each attempt of a step writes, and what a new attempt does with earlier ones.
+
+An attempt writes into its own staging folder (`marin.storage.staging`). The executor instantiates
+`this_output_path()` with a placeholder (`staging_template`) that each attempt binds to its folder
+(`bind_output`). A new attempt claims its number by creating its log, then adopts the latest earlier
+attempt's folder to resume from it (or starts empty for a rerun with changed code) and discards the
+rest; once no earlier folder survives under its own name, nothing its runner still does can reach
+the published output. Succeeded steps' attempt folders are removed in the background.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any
+
+from marin.storage import create_if_absent, list_dir, makedirs
+from marin.storage.layout import logs_dir
+from marin.storage.staging import adopt, attempts, discard, discard_all, staging_path
+
+logger = logging.getLogger(__name__)
+
+
+def next_attempt(output_path: str) -> int:
+    numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
+    return max(numbers, default=0) + 1
+
+
+def staging_template(output_path: str) -> str:
+    """The placeholder the executor instantiates `this_output_path()` with; each attempt binds its own."""
+    return staging_path(output_path, "@attempt")
+
+
+def bind_output(config: Any, template: str, staging: str) -> Any:
+    """`config` with every string under `template` re-rooted at `staging` (frozen dataclasses copied)."""
+
+    def bind(value: Any) -> Any:
+        if isinstance(value, str):
+            if value == template or value.startswith(template + "/"):
+                return staging + value[len(template) :]
+            return value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {}
+            for f in dataclasses.fields(value):
+                if f.init:
+                    old = getattr(value, f.name)
+                    new = bind(old)
+                    if new is not old:
+                        changes[f.name] = new
+            return dataclasses.replace(value, **changes) if changes else value
+        if isinstance(value, list | tuple):
+            items = [bind(v) for v in value]
+            if all(a is b for a, b in zip(items, value, strict=True)):
+                return value
+            return type(value)(items) if type(value) in (list, tuple) else value
+        if isinstance(value, dict):
+            items = {k: bind(v) for k, v in value.items()}
+            return items if any(items[k] is not value[k] for k in value) else value
+        return value
+
+    return bind(config)
+
+
+def claim_attempt(output_path: str) -> int:
+    """The next attempt number, claimed by creating its log file (two runners never share one)."""
+    attempt = next_attempt(output_path)
+    while create_if_absent(f"{logs_dir(output_path)}/{attempt:03d}.log", b"") is None:
+        attempt += 1
+    return attempt
+
+
+def take_over_staging(out: str, staging: str, fresh: bool) -> str | None:
+    """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
+
+    `fresh` (a rerun of a step that succeeded, its code changed) starts from an empty folder instead. Either way
+    no earlier attempt's folder survives under its own name, which is what fences its runner out.
+    """
+    earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
+    keep = None if fresh or not earlier else earlier[-1]
+    for name in earlier:
+        if name != keep:
+            discard(staging_path(out, name))
+    if keep is not None:
+        adopt(staging_path(out, keep), staging)
+    makedirs(staging)
+    return keep
+
+
+_cleanups: list = []
+_cleanups_lock = threading.Lock()
+_cleaner = None
+
+
+def discard_attempts(out: str) -> None:
+    """Removes a succeeded step's attempt folders in the background: removing a folder costs a few ms
+    locally, which a chain of small steps would otherwise wait for step after step."""
+    global _cleaner
+    import concurrent.futures
+
+    with _cleanups_lock:
+        if _cleaner is None:
+            _cleaner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="marin-cleanup")
+        _cleanups.append(_cleaner.submit(_discard_now, out))
+
+
+def _discard_now(out: str) -> None:
+    try:
+        discard_all(out)
+    except Exception as exc:
+        logger.warning("could not remove the attempt folders of %s (harmless): %s", out, exc)
+
+
+def finish_cleanups() -> None:
+    """Waits until the background removal of attempt folders is done (end of a run, end of a Ray task)."""
+    import concurrent.futures
+
+    with _cleanups_lock:
+        pending = list(_cleanups)
+        _cleanups.clear()
+    concurrent.futures.wait(pending)
