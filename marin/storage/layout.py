@@ -274,6 +274,9 @@ class LeaseRecord(_Record):
     owner: str = ""
     host: str | None = None
     pid: int | None = None
+    pid_started: int | None = None
+    """The holder process's start time (clock ticks since boot), to tell a gone holder from a reused pid."""
     heartbeat: float | None = None
+    """Unix time of the last refresh, for display: staleness is judged by the taker's own clock."""
     acquired: float | None = None
     extra: dict = dataclasses.field(default_factory=dict)
