@@ -78,7 +78,7 @@ def test_state_parse_accepts_only_the_four_tokens():
 
 def test_no_module_outside_the_layout_spells_the_executor_file_names():
     """The `.executor_*` names, the hash pattern and the lease defaults live in marin/storage/layout.py only."""
-    spelled = re.compile(r"""["'][^"'\s]*\.executor_(status|info|lease|manifest|logs)|\[0-9a-f\]\{8\}""")
+    spelled = re.compile(r"""["'][^"'\s]*\.executor_(status|info|lease|manifest|logs|attempt|trash)|\[0-9a-f\]\{8\}""")
     offenders = []
     for folder, _, files in os.walk(os.path.join(REPO, "marin")):
         for name in files:

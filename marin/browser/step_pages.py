@@ -45,6 +45,7 @@ from marin.browser.records import (
 from marin.browser.storage import list_dir
 from marin.browser.summaries import step_summaries
 from marin.storage.layout import (
+    ATTEMPT_PREFIX,
     HASH_PATTERN,
     INFO_FILE,
     LEASE_FILE,
@@ -132,7 +133,7 @@ def read_step(roots, index: int, rel: str, exp_rel: str | None) -> dict[str, Any
 def _outputs(root, rel: str, full: str, files: dict, state: str) -> tuple[str, str, dict]:
     """(rel, full, entries) of the folder holding the step's own files: while it runs, its latest attempt's
     staging folder (marin.storage.staging), where its metrics grow; otherwise the step folder."""
-    attempts = sorted(n for n in files if n.startswith(".executor_attempt."))
+    attempts = sorted(n for n in files if n.startswith(ATTEMPT_PREFIX))
     if state != "RUNNING" or not attempts:
         return rel, full, files
     return f"{rel}/{attempts[-1]}", f"{full}/{attempts[-1]}", _entries(root.fs, f"{full}/{attempts[-1]}")

@@ -71,6 +71,7 @@ from marin.storage import (
     strip_protocol,
     write_bytes,
 )
+from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE
 from marin.storage.staging import (
     Fenced,
     Publication,
@@ -264,8 +265,8 @@ def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None
     """
     try:
         if previous not in (None, RUNNING):
-            stage_commit_file(staging, STATUS, previous.encode())
-            _publish_under_lease(lease, staging, out, None, [STATUS])
+            stage_commit_file(staging, STATUS_FILE, previous.encode())
+            _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
         else:
             current = read_with_version(status_path(out))
             if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
@@ -279,9 +280,9 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     out = task.output_path
     keep_alive(lease)
     adopted = take_over_staging(out, staging, fresh=task.rerun_succeeded)
-    stage_commit_file(staging, INFO, dump_json(task.info))
-    stage_commit_file(staging, STATUS, RUNNING.encode())
-    _publish_under_lease(lease, staging, out, None, [INFO, STATUS])
+    stage_commit_file(staging, INFO_FILE, dump_json(task.info))
+    stage_commit_file(staging, STATUS_FILE, RUNNING.encode())
+    _publish_under_lease(lease, staging, out, None, [INFO_FILE, STATUS_FILE])
     config = bind_output(task.config, staging_template(out), staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
@@ -315,28 +316,25 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     ended = utc_now()
     duration = time.monotonic() - t0
     if error is not None:
-        stage_commit_file(staging, STATUS, FAILED.encode())
-        _publish_under_lease(lease, staging, out, None, [STATUS])
+        stage_commit_file(staging, STATUS_FILE, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
     try:
-        stage_commit_file(staging, MANIFEST, dump_json(compute_manifest(staging)))
-        stage_commit_file(staging, STATUS, SUCCESS.encode())
+        stage_commit_file(staging, MANIFEST_FILE, dump_json(compute_manifest(staging)))
+        stage_commit_file(staging, STATUS_FILE, SUCCESS.encode())
         publication = prepare_publication(staging, out)
     except Exception as exc:
         error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
         _append_log(log_path, traceback.format_exc())
-        stage_commit_file(staging, STATUS, FAILED.encode())
-        _publish_under_lease(lease, staging, out, None, [STATUS])
+        stage_commit_file(staging, STATUS_FILE, FAILED.encode())
+        _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
         lease.release()
         return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    _publish_under_lease(lease, staging, out, publication, [MANIFEST, STATUS])
+    _publish_under_lease(lease, staging, out, publication, [MANIFEST_FILE, STATUS_FILE])
     lease.release()
     discard_attempts(out)
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
-
-
-INFO, STATUS, MANIFEST = ".executor_info", ".executor_status", ".executor_manifest.json"
 
 
 def _publish_under_lease(
@@ -354,7 +352,7 @@ def _publish_under_lease(
         if publication is not None:
             publish(publication)
         for name in commit_files:
-            if name == STATUS and publication is not None:
+            if name == STATUS_FILE and publication is not None:
                 sync_folder(out)
             publish_commit_file(staging, out, name)
     except Fenced as exc:

@@ -27,13 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from marin.storage.files import FSYNC, REMOTE_PARALLELISM, _object_api, list_dir, write_bytes
-from marin.storage.manifest import EXECUTOR_FILE_PREFIX
+from marin.storage.layout import ATTEMPT_PREFIX as ATTEMPT
+from marin.storage.layout import EXECUTOR_FILE_PREFIX
+from marin.storage.layout import TRASH_DIR as TRASH
 from marin.storage.paths import is_local, join, strip_protocol
-
-ATTEMPT = ".executor_attempt."
-"""How the staging folder of an attempt, inside the step's output folder, is named: this, then the attempt."""
-TRASH = ".executor_trash"
-"""Inside a staging folder: where the final folder's old files go when the staged ones replace them."""
 
 
 class Fenced(RuntimeError):
