@@ -42,7 +42,7 @@ def staging_path(output_path: str, attempt: str) -> str:
 
 
 def published_path(path: str) -> str:
-    """`<out>/.executor_attempt.<attempt>/rest` -> `<out>/rest`; any other path unchanged."""
+    """`<out>/<attempt folder>/rest` -> `<out>/rest`; any other path unchanged."""
     marker = f"/{ATTEMPT}"
     if marker not in path:
         return path
