@@ -35,6 +35,7 @@ from marin.storage import (
     read_with_version,
     replace_if_unchanged,
 )
+from marin.storage.layout import lease_heartbeat_s, lease_timeout_s
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +53,8 @@ class Clock:
 SYSTEM_CLOCK = Clock()
 
 
-def heartbeat_interval_s() -> float:
-    return float(os.environ.get("MARIN_LEASE_HEARTBEAT_S", "10"))
-
-
-def lease_timeout_s() -> float:
-    return float(os.environ.get("MARIN_LEASE_TIMEOUT_S", "60"))
+heartbeat_interval_s = lease_heartbeat_s
+"""Seconds between refreshes (`MARIN_LEASE_HEARTBEAT_S`, default in marin.storage.layout)."""
 
 
 class LeaseLost(BaseException):
