@@ -9,7 +9,7 @@ import sys
 
 from tests.cli_support import REPO
 
-EXPERIMENT = '''
+MAKE_STEP = '''
 import json, os
 from dataclasses import dataclass
 from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, versioned
@@ -28,12 +28,18 @@ def make(config):
     os.makedirs(config.output_path, exist_ok=True)
     with open(os.path.join(config.output_path, "numbers.json"), "w") as f:
         json.dump([scale(i) for i in range(config.n)], f)
+'''
+"""A config and a step function that imports the checkout's helper module; experiments add their steps."""
 
+EXPERIMENT = (
+    MAKE_STEP
+    + """
 
 step = ExecutorStep("t/make", make, MakeConfig(n=versioned(4)))
 if __name__ == "__main__":
     executor_main(steps=[step])
-'''
+"""
+)
 
 GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
 

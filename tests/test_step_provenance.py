@@ -7,34 +7,18 @@ import hashlib
 import json
 
 from marin.storage import exists, read_bytes
-from tests.code_lab import GIT, marin_in
+from tests.code_lab import GIT, MAKE_STEP, marin_in
 
-TWO_STEPS = '''
-import json, os
-from dataclasses import dataclass
-from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, versioned
-from helper import scale
-
-
-@dataclass(frozen=True)
-class MakeConfig:
-    n: int = 3
-    """How many numbers."""
-    output_path: str = THIS_OUTPUT_PATH
-    """Where numbers.json goes."""
-
-
-def make(config):
-    os.makedirs(config.output_path, exist_ok=True)
-    with open(os.path.join(config.output_path, "numbers.json"), "w") as f:
-        json.dump([scale(i) for i in range(config.n)], f)
-
+TWO_STEPS = (
+    MAKE_STEP
+    + """
 
 first = ExecutorStep("p/first", make, MakeConfig(n=versioned(4)))
 second = ExecutorStep("p/second", make, MakeConfig(n=versioned(5)))
 if __name__ == "__main__":
     executor_main(steps=[first, second])
-'''
+"""
+)
 
 
 def _lab(tmp_path):
