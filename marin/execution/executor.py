@@ -117,10 +117,6 @@ class Executor:
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
-        self._run: dict = {}
-        """This run's provenance (records.run_provenance): every step it runs records it in `.executor_info`."""
-        self.interrupted = False
-        """Set by the scheduler when Ctrl-C stopped the current run (reset at the start of each run)."""
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -224,14 +220,15 @@ class Executor:
             )
         record_path = self.record_path(plan)
         started = utc_now()
-        store = any(d.action != "skip" for d in decisions) or not exists(record_path)
-        self._run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
-        self._write_record(plan, record_path)
-        self.interrupted = False
-        outcomes = self._execute(plan, decisions, force_run_failed)
-        with _ctrl_c_deferred(self.interrupted):
-            self._append_run(record_path, plan, outcomes, started)
-        if self.interrupted:
+        record_exists = exists(record_path)
+        store = any(d.action != "skip" for d in decisions) or not record_exists
+        run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
+        if not record_exists:
+            self._write_record(plan, record_path, run)
+        outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
+        with _ctrl_c_deferred(interrupted):
+            self._append_run(record_path, plan, outcomes, started, run)
+        if interrupted:
             left = [
                 d.planned.relative_output_path
                 for d in decisions
@@ -258,26 +255,23 @@ class Executor:
             raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", result)
         return result
 
-    def _write_record(self, plan: Plan, record_path: str) -> None:
-        from marin.storage import exists
-
-        if exists(record_path):
-            return
-        record = experiment_record(plan, self.experiment_name, self.script, self.description, self._run)
+    def _write_record(self, plan: Plan, record_path: str, run: dict) -> None:
+        """Writes the experiment record unless another runner wrote it first (it is never rewritten)."""
+        record = experiment_record(plan, self.experiment_name, self.script, self.description, run)
         record.update(self.record_extra)
         if create_if_absent(record_path, dump_json(record)) is not None:
             logger.info("experiment record: %s", record_path)
 
-    def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str) -> None:
+    def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
         identity = who()
         line = {
-            "run_id": self._run["run_id"],
+            "run_id": run["run_id"],
             "user": identity["user"],
             "host": identity["host"],
             "command": identity["command"],
             "started": started,
             "ended": utc_now(),
-            "git": self._run["git"],
+            "git": run["git"],
             "prefix": self.prefix,
             "backend": self.backend_kind,
             **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
@@ -296,9 +290,11 @@ class Executor:
         append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
 
     def _execute(
-        self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool
-    ) -> dict[PlannedStep, StepOutcome]:
+        self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
+    ) -> tuple[dict[PlannedStep, StepOutcome], bool]:
+        """Every selected step's outcome, and whether Ctrl-C stopped the run."""
         outcomes: dict[PlannedStep, StepOutcome] = {}
+        interrupted = False
         pending: list[PlannedStep] = []
         rerun_succeeded = {d.planned for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
@@ -309,7 +305,7 @@ class Executor:
             else:
                 pending.append(d.planned)
         if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
-            return outcomes
+            return outcomes, False
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
         for p in pending:
             for dep in p.dependencies:
@@ -338,7 +334,7 @@ class Executor:
             while ready or in_flight:
                 while ready and len(in_flight) < limit:
                     p = ready.pop(0)
-                    task = self._task(p, plan, force_run_failed, rerun_succeeded=p in rerun_succeeded)
+                    task = self._task(p, plan, force_run_failed, p in rerun_succeeded, run)
                     in_flight[backend.submit(task, p.step.resources)] = p
                 if not in_flight:
                     break
@@ -366,18 +362,18 @@ class Executor:
                     else:
                         self._fail_downstream(p, dependents, outcomes, plan)
         except KeyboardInterrupt:
-            self.interrupted = True
+            interrupted = True
             logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
             for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
                 outcomes[in_flight.pop(handle)] = outcome
             for p in in_flight.values():
                 outcomes[p] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
-            if backend is not None and not self.interrupted:
+            if backend is not None and not interrupted:
                 backend.shutdown()
         for p in pending:
             outcomes.setdefault(p, StepOutcome("NOT_RUN"))
-        return outcomes
+        return outcomes, interrupted
 
     def _fail_downstream(self, failed: PlannedStep, dependents: dict, outcomes: dict, plan: Plan) -> None:
         stack = list(dependents.get(failed, []))
@@ -392,14 +388,14 @@ class Executor:
                 logger.warning("could not mark %s DEP_FAILED: %s", child.output_path, exc)
             stack.extend(dependents.get(child, []))
 
-    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool) -> StepTask:
+    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool, run: dict) -> StepTask:
         resources = p.step.resources
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
             config=instantiate_config(p, plan, own_output=staging_template(p.output_path)),
-            info={**step_record(p, plan), "run": self._run},
+            info={**step_record(p, plan), "run": run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun_succeeded,
