@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tests.cli_support import marin
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELLO = os.path.join(REPO, "experiments", "tutorial", "hello_world.py")
+from tests.cli_support import HELLO, marin, ran_hello_copy
 
 
 def test_plan_says_what_would_run_and_why(tmp_path):
@@ -21,11 +18,7 @@ def test_plan_says_what_would_run_and_why(tmp_path):
 
 
 def test_plan_warns_when_code_changed_and_rerun_code_changed_reruns(tmp_path):
-    script = tmp_path / "hello_copy.py"
-    source = open(HELLO).read()
-    script.write_text(source)
-    prefix = str(tmp_path / "lab")
-    assert marin("run", str(script), "--prefix", prefix, "--backend", "local").returncode == 0
+    script, source, prefix = ran_hello_copy(tmp_path)
     script.write_text(source.replace('print(f"stats: {stats}")', 'print(f"statistics: {stats}")'))
     plan = marin("plan", str(script), "--prefix", prefix)
     assert plan.stdout.count("WARNING: code changed since") == 2, plan.stdout
@@ -34,11 +27,7 @@ def test_plan_warns_when_code_changed_and_rerun_code_changed_reruns(tmp_path):
 
 
 def test_explain_prints_the_version_and_the_field_that_changed(tmp_path):
-    script = tmp_path / "hello_copy.py"
-    source = open(HELLO).read()
-    script.write_text(source)
-    prefix = str(tmp_path / "lab")
-    assert marin("run", str(script), "--prefix", prefix, "--backend", "local").returncode == 0
+    script, source, prefix = ran_hello_copy(tmp_path)
     script.write_text(source.replace("min_len=versioned(3)", "min_len=versioned(5)"))
     out = marin("explain", str(script), "hello/stats", "--prefix", prefix).stdout
     assert '"min_len": 5' in out and "= sha256(canonical_json(version))[:8]" in out

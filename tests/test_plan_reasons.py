@@ -7,7 +7,6 @@ locally and on the GCS emulator, then plan a changed DAG.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import fields
 
@@ -16,11 +15,8 @@ import pytest
 from marin.execution import Executor, ExecutorStep, output_path_of, versioned
 from marin.execution.main import ExecutorMainConfig
 from marin.storage import join, write_bytes
-from tests.cli_support import marin
+from tests.cli_support import marin, ran_hello_copy
 from tests.executor_steps import CountConfig, count_step
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HELLO = os.path.join(REPO, "experiments", "tutorial", "hello_world.py")
 
 
 def dag(value: int, upstream: int = 1) -> tuple[ExecutorStep, ExecutorStep]:
@@ -70,11 +66,7 @@ def test_plan_without_earlier_outputs_says_no_output_yet(tmp_path):
 
 
 def test_marin_plan_and_dry_run_print_the_changed_field(tmp_path):
-    script = tmp_path / "hello_copy.py"
-    source = open(HELLO).read()
-    script.write_text(source)
-    prefix = str(tmp_path / "lab")
-    assert marin("run", str(script), "--prefix", prefix, "--backend", "local").returncode == 0
+    script, source, prefix = ran_hello_copy(tmp_path)
     script.write_text(source.replace("min_len=versioned(3)", "min_len=versioned(5)"))
     plan = marin("plan", str(script), "--prefix", prefix)
     assert "new hash: config.min_len 3 -> 5 (was hello/stats-" in plan.stdout, plan.stdout + plan.stderr
