@@ -17,6 +17,7 @@ import time
 
 from marin.execution import Executor
 from marin.execution.lease import Lease
+from marin.execution.records import run_provenance, utc_now
 from marin.execution.step_runner import execute_step
 from marin.storage import join, list_dir, read_bytes, read_text
 from marin.storage.manifest import compute_manifest
@@ -104,7 +105,8 @@ def test_a_runner_paused_right_after_its_last_lease_check_publishes_nothing(tmp_
     executor = Executor(prefix, backend="local")
     plan = executor.plan_dag(build(hold, started))
     (planned,) = plan.steps
-    task = executor._task(planned, plan, force_run_failed=False, rerun_succeeded=False)
+    run = run_provenance(plan, utc_now(), "paused-runner", store=False)
+    task = executor._task(planned, plan, force_run_failed=False, rerun_succeeded=False, run=run)
     checked, resume = threading.Event(), threading.Event()
     real_check = Lease.still_held
 
