@@ -27,11 +27,14 @@ from starlette.routing import Route
 
 from marin.browser.compare import compare_page
 from marin.browser.html import error_box, page
+from marin.browser.leaderboard import leaderboard_page
 from marin.browser.pages import experiment_page, experiments_page
 from marin.browser.previews import IMAGE_TYPES
 from marin.browser.records import RecordError
+from marin.browser.runs_table import runs_page
 from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
+from marin.browser.summaries import CurveOptions
 from marin.storage.layout import LOGS_DIR
 from marin.storage.layout import status_path as layout_status_path
 
@@ -81,8 +84,9 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         return _html(await _run(experiment_page, rs, root_index(request), request.path_params["path"]))
 
     async def step(request: Request) -> Response:
-        exp = request.query_params.get("exp")
-        return _html(await _run(step_page, rs, root_index(request), request.path_params["path"], exp))
+        qp = request.query_params
+        curves = CurveOptions.from_query(qp.get("x"), qp.get("smooth"))
+        return _html(await _run(step_page, rs, root_index(request), request.path_params["path"], qp.get("exp"), curves))
 
     async def tree(request: Request) -> Response:
         return _html(await _run(tree_page, rs, root_index(request), request.path_params.get("path", "")))
@@ -147,6 +151,13 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
             return _html(page("compare", error_box("compare needs two steps: ?a=STEP&b=STEP")), 400)
         return _html(await _run(compare_page, rs, root_index(request), a, b))
 
+    async def leaderboard(request: Request) -> Response:
+        qp = request.query_params
+        return _html(await _run(leaderboard_page, rs, qp.get("x"), qp.get("metric")))
+
+    async def runs(request: Request) -> Response:
+        return _html(await _run(runs_page, rs, request.query_params.get("step")))
+
     async def static_file(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in STATIC:
@@ -182,6 +193,8 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         Route("/raw/{root}/{path:path}", raw, methods=get),
         Route("/api/log/{root}/{path:path}", log_tail, methods=get),
         Route("/compare/{root}", compare, methods=get),
+        Route("/leaderboard", leaderboard, methods=get),
+        Route("/runs", runs, methods=get),
         Route("/static/{name}", static_file, methods=get),
     ]
     handlers = {

@@ -43,7 +43,7 @@ from marin.browser.records import (
     step_timings,
 )
 from marin.browser.storage import list_dir
-from marin.browser.summaries import step_summaries
+from marin.browser.summaries import CurveOptions, step_summaries
 from marin.storage.layout import (
     ATTEMPT_PREFIX,
     HASH_PATTERN,
@@ -166,7 +166,7 @@ def log_timing(root, full: str, state: str) -> dict:
     return out
 
 
-def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
+def step_page(roots, index: int, rel: str, exp_rel: str | None, curves: CurveOptions | None = None) -> str:
     st = read_step(roots, index, rel, exp_rel)
     root, full, files, info, state = st["root"], st["full"], st["files"], st["info"], st["state"]
     if not files and not info:
@@ -210,7 +210,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         + kv_table(head_items)
         + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
-        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}")
+        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}", curves)
         + _section(
             "Config",
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),
