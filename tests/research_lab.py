@@ -113,9 +113,7 @@ def research_prefix(root: Path):
         result = ex.run([e for _, e in sweep])
         names["sweep_record"] = os.path.relpath(result.record_path, root)
         names["sweep_train"] = [os.path.relpath(result[t], root) for t, _ in sweep]
-        ladder = [
-            rung("ladder", n) for n in LADDER_SIZES
-        ]
+        ladder = [rung("ladder", n) for n in LADDER_SIZES]
         fc = ExecutorStep(
             "ladder/forecast",
             forecast,

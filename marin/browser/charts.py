@@ -3,7 +3,8 @@
 `svg.line_plot` draws a loss curve; the research pages need more from one picture: evaluation points as
 markers beside a training curve, a ladder's rungs with the fitted law and its interval, runs against
 FLOPs on a log axis with the Pareto frontier, each point linking to its run. A `Chart` collects series of
-those kinds and renders them in one pass: the axes are fitted to everything drawn, log axes get ticks at
+those kinds and renders them in one pass, bands under lines under markers (so a linked marker is never
+covered by a line's hover targets): the axes are fitted to everything drawn, log axes get ticks at
 powers of ten, and every marker carries a `<title>` so the browser shows its values on hover, with no
 JavaScript library.
 """
@@ -135,7 +136,9 @@ class Chart:
         if self.y_label:
             parts.append(f'<text class="axis" x="{ml}" y="{mt - 10}" text-anchor="start">{esc(self.y_label)}</text>')
         legend = []
-        for i, s in enumerate(self.series):
+        layer = {"band": 0, "line": 1, "dashed": 1, "points": 2}
+        drawn = sorted(enumerate(self.series), key=lambda item: layer.get(item[1].kind, 1))
+        for i, s in drawn:
             color = s.color or PALETTE[i % len(PALETTE)]
             name = esc(s.name)
             if s.kind == "band" and s.points:
