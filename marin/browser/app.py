@@ -26,6 +26,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from marin.browser.compare import compare_page
+from marin.browser.document_pages import duplicates_page
+from marin.browser.documents import DocQuery
 from marin.browser.html import error_box, page
 from marin.browser.leaderboard import leaderboard_page
 from marin.browser.pages import experiment_page, experiments_page
@@ -96,9 +98,23 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         root, rel, full = rs.resolve(idx, rel)
         if await _run(root.fs.isdir, full):
             return _html(await _run(tree_page, rs, idx, rel))
-        offset = _int(request.query_params.get("offset"), 0)
-        n = _int(request.query_params.get("n"), 50, 1, 1000)
-        return _html(await _run(file_page, rs, idx, rel, offset, n))
+        qp = request.query_params
+        offset = _int(qp.get("offset"), 0)
+        n = _int(qp.get("n"), 50, 1, 1000)
+        sample = qp.get("sample") or (qp.get("n_sample") if qp.get("mode") == "sample" else None)
+        try:
+            query: DocQuery | str = DocQuery.parse(qp.get("q"), qp.get("where"), sample, qp.get("seed"))
+        except ValueError as e:
+            query = str(e)
+        return _html(await _run(file_page, rs, idx, rel, offset, n, query))
+
+    async def duplicates(request: Request) -> Response:
+        qp = request.query_params
+        offset = _int(qp.get("offset"), 0)
+        n = _int(qp.get("n"), 20, 1, 200)
+        return _html(
+            await _run(duplicates_page, rs, root_index(request), request.path_params["path"], offset, n, qp.get("id"))
+        )
 
     async def raw(request: Request) -> Response:
         root, rel, full = rs.resolve(root_index(request), request.path_params["path"])
@@ -194,6 +210,7 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         Route("/api/log/{root}/{path:path}", log_tail, methods=get),
         Route("/compare/{root}", compare, methods=get),
         Route("/leaderboard", leaderboard, methods=get),
+        Route("/dups/{root}/{path:path}", duplicates, methods=get),
         Route("/runs", runs, methods=get),
         Route("/static/{name}", static_file, methods=get),
     ]

@@ -14,6 +14,8 @@ from typing import Any
 
 from marin.browser import previews
 from marin.browser.compare import compare_links
+from marin.browser.document_pages import search_form, search_results
+from marin.browser.documents import DocQuery
 from marin.browser.html import (
     error_box,
     esc,
@@ -365,7 +367,7 @@ def tree_page(roots, index: int, rel: str) -> str:
     return page(rel or root.url, body, crumbs)
 
 
-def file_page(roots, index: int, rel: str, offset: int, n: int) -> str:
+def file_page(roots, index: int, rel: str, offset: int, n: int, query: DocQuery | str | None = None) -> str:
     root, rel, full = roots.resolve(index, rel)
     info = root.fs.info(full)
     size = info.get("size") or 0
@@ -380,7 +382,13 @@ def file_page(roots, index: int, rel: str, offset: int, n: int) -> str:
     kind = previews.kind_of(name)
     try:
         if kind == "jsonl":
-            body = previews.jsonl_preview(root.fs, index, rel, full, offset, n)
+            body = search_form(index, rel, query if isinstance(query, DocQuery) else DocQuery())
+            if isinstance(query, str):
+                body += error_box(query)
+            elif query is not None and query.active:
+                body += search_results(root.fs, index, rel, full, query, offset, n)
+            else:
+                body += previews.jsonl_preview(root.fs, index, rel, full, offset, n)
         elif kind == "parquet":
             body = previews.parquet_preview(root.fs, index, rel, full, offset, n)
         elif kind == "json":

@@ -332,6 +332,12 @@ def step_summaries(
         except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
             body = error_box(str(e) if isinstance(e, ValueError) else f"{name}: {type(e).__name__}: {e}")
         out.append(f'<section class="summary" data-kind="{esc(name)}"><h3>{esc(title)} {link}</h3>{body}</section>')
+    if "removed_ids.jsonl" in files:
+        out.append(
+            '<section class="summary" data-kind="removed_ids.jsonl"><h3>Duplicates</h3>'
+            f'<a class="btn" href="/dups/{root}/{esc(step_rel)}">removed documents beside the documents they duplicate ▶</a>'
+            "</section>"
+        )
     if "forecast.png" in files:
         out.append(
             '<section class="summary" data-kind="forecast.png"><details><summary>Forecast plot (PNG, as the step drew it)'
