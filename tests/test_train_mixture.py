@@ -95,6 +95,7 @@ def test_a_run_with_a_staged_mixture_trains_records_its_stages_and_shows_them(da
 
     from marin.browser.app import create_app
     from marin.execution import Executor, ExecutorStep, this_output_path
+    from marin.execution.rebuild import rebuild_steps
     from marin.training.train import train
 
     config = staged_config(this_output_path(), data, wandb_mode="disabled", checkpoint_every_steps=6)
@@ -109,6 +110,8 @@ def test_a_run_with_a_staged_mixture_trains_records_its_stages_and_shows_them(da
     ]
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == list(range(STEPS))
+    (rebuilt,) = rebuild_steps(json.loads(Path(result.record_path).read_text()), str(root))
+    assert rebuilt.config.mixture_stages.value == config.mixture_stages  # a rerun gets MixtureStage objects back
     html = TestClient(create_app([str(root)])).get(f"/step/0/{out.relative_to(root)}").text
     table = html.split('data-kind="mixture"', 1)[1].split("</section>", 1)[0]
     assert "steps 0–4" in table and f"steps {SWITCH}–{STEPS - 1}" in table
