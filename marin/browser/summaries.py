@@ -296,6 +296,25 @@ def forecast_summary(fs, full: str, size: int, root: int = 0, step_rel: str = ""
     return ladder_summary(data, root, step_rel)
 
 
+def mixture_stages_table(fs, full: str, size: int) -> str:
+    """The stages of a mixture that changes within the run (`train_info.json`), one row each; '' for none."""
+    info = _load_json(fs, full, size, "train_info.json")
+    stages = info.get("mixture_stages") if isinstance(info, dict) else None
+    if not isinstance(stages, list) or not stages:
+        return ""
+    last = info.get("num_train_steps")
+    names = sorted({n for s in stages if isinstance(s, dict) for n in (s.get("weights") or {})})
+    rows = []
+    for i, stage in enumerate(stages):
+        start = stage.get("start_step")
+        end = (
+            stages[i + 1].get("start_step") - 1 if i + 1 < len(stages) else (last - 1 if isinstance(last, int) else "…")
+        )
+        weights = stage.get("weights") or {}
+        rows.append([str(i), f"steps {start}–{end}"] + [fmt_num(round(weights.get(n, 0.0), 4)) for n in names])
+    return table(["stage", "steps"] + [esc(n) for n in names], rows, cls="data mixture", sortable=False)
+
+
 KINDS = [
     ("provenance.json", "Download", provenance_summary),
     ("stats.json", "Counts", stats_summary),
@@ -332,6 +351,13 @@ def step_summaries(
         except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
             body = error_box(str(e) if isinstance(e, ValueError) else f"{name}: {type(e).__name__}: {e}")
         out.append(f'<section class="summary" data-kind="{esc(name)}"><h3>{esc(title)} {link}</h3>{body}</section>')
+    if "train_info.json" in files:
+        try:
+            stages = mixture_stages_table(fs, f"{step_full}/train_info.json", files["train_info.json"].get("size") or 0)
+        except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
+            stages = error_box(f"train_info.json: {type(e).__name__}: {e}")
+        if stages:
+            out.append(f'<section class="summary" data-kind="mixture"><h3>Data mixture by stage</h3>{stages}</section>')
     if "removed_ids.jsonl" in files:
         out.append(
             '<section class="summary" data-kind="removed_ids.jsonl"><h3>Duplicates</h3>'

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.training.mixture import MixtureStage, check_stages
 
 _LR_SCHEDULES = ("constant", "cosine", "linear", "inv_sqrt")
 _PRECISIONS = ("f32", "bf16")
@@ -127,6 +128,9 @@ class TrainConfig(StepConfig):
     """This step's folder: `checkpoints/`, `hf/`, `metrics.jsonl`, `wandb/`, `train_info.json`, `phase.json`."""
     weights: dict[str, float] | None = versioned_unless_default(None)
     """Mixture weights by dataset name (normalised); None means one dataset, or equal weights."""
+    mixture_stages: list[MixtureStage] | None = versioned_unless_default(None)
+    """A mixture that changes within the run: stages of weights, each from its `start_step` (the first at 0);
+    replaces `weights`. None: the fixed mixture of `weights`."""
     tokenizer: str | None = input_field(
         "tokenizer folder", holds_any=("tokenizer.json", "tokenizer_config.json"), default=None
     )
@@ -193,6 +197,8 @@ class TrainConfig(StepConfig):
                 raise ValueError(f"train.weights names {unknown}, which are not in train.data {sorted(self.data)}")
             if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
                 raise ValueError(f"train.weights must be >= 0 with a positive sum, got {self.weights}")
+        if self.mixture_stages is not None:
+            check_stages(self.mixture_stages, self.data, self.num_train_steps, self.weights)
         if self.precision not in _PRECISIONS:
             raise ValueError(f"train.precision must be one of {_PRECISIONS}, got {self.precision!r}")
         if self.wandb_mode not in _WANDB_MODES:
