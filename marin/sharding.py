@@ -32,6 +32,7 @@ that step code may use it; the executor's own Ray retries use `RAY_SYSTEM_RETRIE
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import multiprocessing
@@ -39,7 +40,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -156,6 +157,7 @@ def run_shards(
     resources: ShardResources | None = None,
     where: Literal["auto", "ray", "local"] = "auto",
     pool: ProcessPoolExecutor | None = None,
+    local: Literal["process", "thread"] = "process",
 ) -> list[Any]:
     """`process_shard(config, shards[i])` for every shard without a ledger; each shard's stats, in shard order.
 
@@ -166,9 +168,12 @@ def run_shards(
     resources: each shard's Ray task resources (default: one CPU).
     where: 'auto' (Ray when `ray_available()`, else local), or force 'ray' / 'local'.
     pool: a pool from `local_pool`, to share between stages; used unless on Ray.
+    local: without Ray, 'process' (real parallelism) or 'thread' (I/O-bound shards such as downloads).
     """
     if where not in ("auto", "ray", "local"):
         raise ValueError(f"run_shards: where must be 'auto', 'ray' or 'local', got {where!r}")
+    if local not in ("process", "thread"):
+        raise ValueError(f"run_shards: local must be 'process' or 'thread', got {local!r}")
     if resources is not None and not isinstance(resources, ShardResources):
         raise TypeError(f"run_shards: resources must be a ShardResources or None, got {type(resources).__name__}")
     if workers < 1:
@@ -195,7 +200,7 @@ def run_shards(
                     raise _failed(i, shards[i], exc, desc) from None
                 bar.update(1)
         else:
-            _run_pool(*args, pool, min(workers, len(todo)), desc)
+            _run_pool(*args, pool, min(workers, len(todo)), local, desc)
     return results
 
 
@@ -229,14 +234,22 @@ def _failed(index: int, shard: Any, exc: BaseException, desc: str) -> BaseExcept
     return exc
 
 
-def _run_pool(process_shard, config, shards, todo, ledger_dir, results, bar, pool, workers: int, desc: str) -> None:
-    logger.info("%s: %d shards in a local pool of %d processes", desc, len(todo), workers)
+def _run_pool(process_shard, config, shards, todo, ledger_dir, results, bar, pool, workers, local, desc) -> None:
+    logger.info("%s: %d shards in a local pool of %d %ss", desc, len(todo), workers, local)
     with contextlib.ExitStack() as stack:
-        if pool is None:
+        if pool is None and local == "thread":
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers, thread_name_prefix=desc))
+        elif pool is None:
             pool = stack.enter_context(
                 ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
             )
-        futures = {pool.submit(run_one, process_shard, config, shards[i], i, ledger_dir): i for i in todo}
+        # threads run in a copy of this context, so what they log reaches the step's log
+        futures = {
+            pool.submit(contextvars.copy_context().run, run_one, process_shard, config, shards[i], i, ledger_dir)
+            if local == "thread"
+            else pool.submit(run_one, process_shard, config, shards[i], i, ledger_dir): i
+            for i in todo
+        }
         for future in as_completed(futures):
             i = futures[future]
             try:

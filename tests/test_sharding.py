@@ -31,10 +31,11 @@ def count_and_write(folder: str, value: int) -> dict:
     return {"value": value, "tens": value * 10}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_results_come_back_in_shard_order_not_completion_order(workers):
+@pytest.mark.parametrize(("workers", "local"), [(1, "process"), (2, "process"), (2, "thread")])
+def test_results_come_back_in_shard_order_not_completion_order(workers, local):
     shards = [(i, 0.05 * (4 - i)) for i in range(5)]
-    assert run_shards(square_after, 2, shards, desc="t", workers=workers, where="local") == [0, 2, 8, 18, 32]
+    results = run_shards(square_after, 2, shards, desc="t", workers=workers, where="local", local=local)
+    assert results == [0, 2, 8, 18, 32]
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -62,6 +63,8 @@ def test_empty_input_and_bad_arguments_are_named():
     assert run_shards(fail_on_three, None, [], desc="t") == []
     with pytest.raises(ValueError, match="where must be 'auto', 'ray' or 'local'"):
         run_shards(fail_on_three, None, [1], desc="t", where="cluster")
+    with pytest.raises(ValueError, match="local must be 'process' or 'thread'"):
+        run_shards(fail_on_three, None, [1], desc="t", local="fork")
     with pytest.raises(TypeError, match="resources must be a ShardResources"):
         run_shards(fail_on_three, None, [1], desc="t", resources={"num_cpus": 1})
     with pytest.raises(ValueError, match="workers must be >= 1"):
