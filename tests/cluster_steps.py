@@ -153,7 +153,20 @@ def sharded_step_fn(config: ShardedConfig) -> None:
         json.dump(results, f, indent=1, sort_keys=True)
 
 
+def data_steps(docs: str, tokenizer: str) -> list[ExecutorStep]:
+    """filter -> tokenize of the documents in `docs`, as an experiment writes them."""
+    from experiments.defaults import default_filter, default_tokenize
+
+    filtered = default_filter("cluster-data", docs)
+    return [filtered, default_tokenize("cluster-data", filtered, tokenizer, validation_fraction=0.2)]
+
+
 if __name__ == "__main__":
-    # The no-Ray baseline of the sharding test: `python -m tests.cluster_steps OUT SHARDS DOCS`.
-    out, shards, docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    sharded_step_fn(ShardedConfig(shards=shards, docs_per_shard=docs, output_path=out))
+    if sys.argv[1] == "data":
+        # The no-Ray baseline of the data-steps test: `python -m tests.cluster_steps data PREFIX DOCS TOKENIZER`.
+        prefix, docs, tokenizer = sys.argv[2:5]
+        Executor(prefix, backend="local", experiment_name="data").run(data_steps(docs, tokenizer))
+    else:
+        # The no-Ray baseline of the sharding test: `python -m tests.cluster_steps OUT SHARDS DOCS`.
+        out, shards, docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+        sharded_step_fn(ShardedConfig(shards=shards, docs_per_shard=docs, output_path=out))
