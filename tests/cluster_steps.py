@@ -162,11 +162,6 @@ def data_steps(docs: str, tokenizer: str) -> list[ExecutorStep]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "data":
-        # The no-Ray baseline of the data-steps test: `python -m tests.cluster_steps data PREFIX DOCS TOKENIZER`.
-        prefix, docs, tokenizer = sys.argv[2:5]
-        Executor(prefix, backend="local", experiment_name="data").run(data_steps(docs, tokenizer))
-    else:
-        # The no-Ray baseline of the sharding test: `python -m tests.cluster_steps OUT SHARDS DOCS`.
-        out, shards, docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-        sharded_step_fn(ShardedConfig(shards=shards, docs_per_shard=docs, output_path=out))
+    # The no-Ray baseline of the sharding test: `python -m tests.cluster_steps OUT SHARDS DOCS`.
+    out, shards, docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    sharded_step_fn(ShardedConfig(shards=shards, docs_per_shard=docs, output_path=out))
