@@ -51,7 +51,8 @@ class ValueVerdict:
     differs: list[str] = field(default_factory=list)
     """Why each value that is not close differs."""
     files: set[str] = field(default_factory=set)
-    """The differing files these values account for."""
+    """The differing files these values account for (a file whose values differ is not, so that its bytes
+    are named too; a zarr array's chunk files are, whatever their values)."""
 
 
 class _Unreadable(Exception):
@@ -84,13 +85,13 @@ def compare_values(
     `files_b` are every file of each side's manifest)."""
     verdict = ValueVerdict()
     for name, (kind, members) in sorted(value_groups(paths, files_a | files_b).items()):
-        verdict.files |= members
+        differed = len(verdict.differs)
         try:
             values_a = _READERS[kind](output_a, name, files_a)
             values_b = _READERS[kind](output_b, name, files_b)
         except _Unreadable as exc:
+            values_a, values_b = {}, {}
             verdict.differs.append(f"{name}: {exc}")
-            continue
         for key in sorted(set(values_a) | set(values_b)):
             label = f"{name}:{key}" if key else name
             if key not in values_a or key not in values_b:
@@ -103,6 +104,8 @@ def compare_values(
                 verdict.differs.append(f"{label}: {judged}")
             else:
                 verdict.close[label] = judged
+        if kind == "zarr" or len(verdict.differs) == differed:
+            verdict.files |= members  # a differing file of its own is also named by its bytes
     return verdict
 
 
