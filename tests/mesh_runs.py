@@ -9,6 +9,7 @@ fields):
 
 - `{"prefix": P, ...}`: the experiment `mesh` (one train step) run by the executor under prefix P, so
   that `marin verify` can compare its record with another run's;
+- `{"describe_to": file, "mesh": ...}`: no training; Levanter's mesh for that layout, as JSON;
 - `{"out": folder, "resume_from": [prefix, k], ...}`: `train()` into a folder of its own, starting from
   a copy of checkpoint `step-k` of the experiment under `prefix` (waiting until that run has succeeded,
   since another process may be training it): Levanter resumes from the copy, on this layout.
@@ -64,8 +65,25 @@ def train_output(prefix: str, timeout_s: float = 900.0) -> Path:
         time.sleep(0.5)
 
 
+def describe_mesh(mesh: dict, out: str) -> None:
+    """Levanter's own view of the layout `mesh` maps to on this process's devices, written as JSON."""
+    from marin.training.config import MeshConfig
+    from marin.training.mesh import checked_trainer_config, layout_for
+    from tests.training_fixtures import tiny_train_config
+
+    config = tiny_train_config("unused", {"d": "unused"}, mesh=MeshConfig(**mesh))
+    trainer = checked_trainer_config(config, train_batch_size=config.train_batch_size)
+    import jax
+
+    ours = layout_for(config, jax.device_count())
+    shape = dict(trainer.device_mesh.shape)
+    Path(out).write_text(json.dumps({"levanter": shape, "batch_split": trainer.data_axis_size, "marin": vars(ours)}))
+
+
 def run_job(job: dict) -> None:
     mesh = {k: tuple(v) if isinstance(v, list) else v for k, v in job.get("mesh", {}).items()}
+    if "describe_to" in job:
+        return describe_mesh(mesh, job["describe_to"])
     step = train_step(job["data"], mesh, job.get("steps", STEPS))
     started = time.monotonic()
     if "prefix" in job:

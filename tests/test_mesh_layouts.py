@@ -49,6 +49,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
             {"out": str(root / "one_to_four"), "data": data, "resume_from": [prefixes["one"], CHECKPOINT_EVERY]},
         ],
         "tp": [
+            {"describe_to": str(root / "replicas.json"), "mesh": {"model_axis_size": 2, "replica_axis_size": 2}},
             {"prefix": prefixes["tp"], "data": data, "mesh": TP},
             {"prefix": prefixes["tp_again"], "data": data, "mesh": TP},
         ],
@@ -85,7 +86,13 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     for name, rc in codes.items():
         assert rc == 0, (root / f"{name}.log").read_text()[-5000:]
     found = {name: train_output(prefix, timeout_s=0) for name, prefix in prefixes.items()}
-    return {**found, "prefixes": prefixes, "one_to_four": root / "one_to_four", "four_to_one": root / "four_to_one"}
+    return {
+        **found,
+        "prefixes": prefixes,
+        "replicas": root / "replicas.json",
+        "one_to_four": root / "one_to_four",
+        "four_to_one": root / "four_to_one",
+    }
 
 
 def losses(run: Path) -> dict[int, float]:
@@ -147,6 +154,12 @@ def test_a_run_migrates_from_one_device_to_four_and_back_with_the_same_data_orde
         files_b = {f["path"] for f in compute_manifest(str(b))["files"]}
         judged = compare_values(str(a), str(b), (files_a | files_b) - {"metadata.json"}, files_a, files_b)
         assert not judged.differs and judged.close, judged.differs
+
+
+def test_replicas_and_model_axis_map_onto_levanters_mesh(runs):
+    described = json.loads(runs["replicas"].read_text())
+    assert described["levanter"] == {"replica": 2, "data": 1, "model": 2}
+    assert described["marin"] == {"replica": 2, "data": 1, "model": 2} and described["batch_split"] == 2
 
 
 def test_a_layout_that_does_not_fit_fails_naming_the_field(tmp_path_factory, tmp_path):
