@@ -56,7 +56,7 @@ def test_a_tensor_chunked_per_device_is_identical_and_rounding_is_close_with_its
     assert far.differs and "model/w" in far.differs[0] and not far.close
 
     write_zarr(tmp_path / "shape/model/w", weight[:4], [4, 16])
-    assert "float32[8, 16] vs float32[4, 16]" in compare(tmp_path / "one", tmp_path / "shape").differs[0]
+    assert "model/w: <f4[8, 16] vs <f4[4, 16]" in compare(tmp_path / "one", tmp_path / "shape").differs[0]
 
 
 def test_json_and_parquet_are_compared_by_their_numbers(tmp_path):
