@@ -174,8 +174,8 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
     from levanter.main.train_lm import TrainLmConfig
     from levanter.optim import AdamConfig
     from levanter.tracker.wandb import WandbConfig
-    from levanter.trainer import TrainerConfig
 
+    from marin.training.mesh import checked_trainer_config
     from marin.training.metrics import MetricsJsonlConfig
 
     out = config.output_path
@@ -194,7 +194,8 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
             )
         )
     policy = "f32" if config.precision == "f32" else "p=f32,c=bfloat16"
-    trainer = TrainerConfig(
+    trainer = checked_trainer_config(
+        config,
         seed=config.seed,
         mp=jmp.get_policy(policy),
         id=run_id,
