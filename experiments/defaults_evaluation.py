@@ -103,7 +103,7 @@ def isoflop_ladder(
     trains, evaluations, rung_budgets = [], [], []
     for budget in sorted(budgets):
         for model in models:
-            rung = f"{name}/C{budget:.0e}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
+            rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
             steps = rung_steps_for_budget(model, vocab_size, budget, tokens_per_step)
             trained = default_train(
                 rung,
@@ -165,9 +165,15 @@ class TargetRun:
 
 
 def forecast_target(
-    name: str, ladder: IsoflopLadder, tokenized: StepOrPath | dict[str, StepOrPath], forecast: dict
+    name: str,
+    ladder: IsoflopLadder,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    forecast: dict,
+    **train_options: Any,
 ) -> TargetRun:
-    """The run the forecast configured (its chosen model and steps), its evaluation, and the check step."""
+    """The run the forecast configured (its chosen model and steps), its evaluation, and the check step.
+
+    `train_options` add to (or override) the ladder's further TrainConfig fields, e.g. `harness_tasks`."""
     prediction = forecast.get("prediction")
     if not prediction or "config" not in prediction:
         raise ValueError(f"forecast_target {name!r}: the forecast chose no configuration ({forecast.get('notes')})")
@@ -182,7 +188,7 @@ def forecast_target(
         num_train_steps=chosen["steps"],
         seed=s["seed"],
         resources=s["resources"],
-        **s["options"],
+        **{**s["options"], **train_options},
     )
     evaluation = default_eval(f"{name}/target", trained, s["held_out"], max_documents=s["max_eval_documents"])
     check = ExecutorStep(

@@ -72,6 +72,23 @@ def test_a_budget_whose_optimum_lies_outside_the_sizes_tried_is_set_aside_and_na
     assert "the rungs do not constrain N_opt(C), so there is no prediction" in fit.notes[-1]
 
 
+def test_an_unconstrained_ladder_still_writes_its_forecast_and_plot_saying_why(tmp_path):
+    from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+
+    points = ladder_points([1e18], [4, 8, 16], 0.0) + ladder_points([1e19], [8, 16, 32], 0.0)
+    out = isoflop_forecast(
+        IsoflopForecastConfig(
+            evaluations=write_results(tmp_path, points),
+            budgets=[p["budget"] for p in points],
+            output_path=str(tmp_path / "fc"),
+            target_flops=1e21,
+        )
+    )
+    assert out["constrained"] is False and out["prediction"] is None
+    assert "so there is no prediction" in out["notes"][-1] and out["laws"]["params_opt"] is None
+    assert (tmp_path / "fc/forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_three_sizes_per_budget_fit_exactly_and_the_forecast_says_there_is_no_interval():
     points = ladder_points([1e18, 1e19, 1e20], [0.3, 1, 3], noise=0.01, seed=1)
     fit = fit_isoflop(points)

@@ -215,8 +215,18 @@ def plot(fit: IsoflopFit, target_flops: float, prediction: dict | None) -> bytes
             capsize=4,
             label=f"target: N = {prediction['params']:.3g}, loss {prediction['loss']:.3f}",
         )
+    if not usable:
+        right.text(
+            0.5,
+            0.5,
+            "no budget has an optimum\nwithin the sizes tried",
+            ha="center",
+            va="center",
+            transform=right.transAxes,
+        )
     right.set_xscale("log")
-    right.set_yscale("log")
+    if usable:
+        right.set_yscale("log")
     right.set_xlabel("compute C = 6·N·D (FLOPs)")
     right.set_ylabel("optimal parameters")
     right.set_title("compute-optimal model size")
