@@ -166,3 +166,10 @@ def test_the_shipped_task_data_are_what_the_builder_makes():
 
     for name, text in build().items():
         assert (FOLDER / name).read_text(encoding="utf-8") == text, name
+
+
+def test_in_training_tasks_without_an_interval_are_an_error_naming_the_field(tmp_path):
+    from tests.training_fixtures import tiny_train_config
+
+    with pytest.raises(ValueError, match=r"train\.harness_every_steps must be > 0 with harness_tasks"):
+        tiny_train_config(str(tmp_path), {"d": str(tmp_path)}, harness_tasks=["shakespeare_next_line"])
