@@ -48,7 +48,6 @@ def test_the_ladder_trains_every_rung_and_writes_the_isoflop_forecast(ladder_run
     assert len(ladder.trains) == len(ladder.evaluations) == 6
     out = Path(paths[ladder.forecast])
     forecast = json.loads((out / "forecast.json").read_text())
-    print(json.dumps(forecast, indent=1))
     assert (out / "forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [b["flops"] for b in forecast["budgets"]] == BUDGETS
     for budget in forecast["budgets"]:
