@@ -173,3 +173,25 @@ def test_in_training_tasks_without_an_interval_are_an_error_naming_the_field(tmp
 
     with pytest.raises(ValueError, match=r"train\.harness_every_steps must be > 0 with harness_tasks"):
         tiny_train_config(str(tmp_path), {"d": str(tmp_path)}, harness_tasks=["shakespeare_next_line"])
+
+
+def test_the_in_training_hook_replaces_levanters_harness_only_while_its_training_runs():
+    from types import SimpleNamespace
+
+    import levanter.eval_harness
+    from levanter.main.train_lm import TrainLmConfig
+
+    from marin.evaluation.harness_hook import harness_during_training
+
+    original = levanter.eval_harness.lm_eval_harness
+    plain = SimpleNamespace(harness_tasks=[], harness_every_steps=0, harness_limit=None)
+    lev = TrainLmConfig()
+    with harness_during_training(plain, lev) as run:
+        assert run is lev and levanter.eval_harness.lm_eval_harness is original
+    scored = SimpleNamespace(harness_tasks=["shakespeare_next_line"], harness_every_steps=5, harness_limit=3)
+    with pytest.raises(RuntimeError, match="training failed"):
+        with harness_during_training(scored, lev) as run:
+            assert run.eval_harness_steps == 5 and run.eval_harness.max_examples == 3
+            assert levanter.eval_harness.lm_eval_harness is not original
+            raise RuntimeError("training failed")
+    assert levanter.eval_harness.lm_eval_harness is original and lev.eval_harness is None
