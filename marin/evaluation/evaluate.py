@@ -61,15 +61,17 @@ class EvalConfig(StepConfig):
             raise ValueError(f"evaluate.max_documents must be > 0 or None, got {self.max_documents}")
 
 
-def _find_checkpoint(config: EvalConfig) -> str:
-    deadline = time.monotonic() + config.wait_for_checkpoint_s
+def find_checkpoint(checkpoint: str, wait_s: float) -> str:
+    """The checkpoint folder `checkpoint` names (a train output: its latest complete one), waiting up to
+    `wait_s` for a first one to be committed."""
+    deadline = time.monotonic() + wait_s
     while True:
         try:
-            return resolve_checkpoint(config.checkpoint)
+            return resolve_checkpoint(checkpoint)
         except FileNotFoundError:
             if time.monotonic() >= deadline:
                 raise
-            logger.info("no complete checkpoint under %s yet; waiting", config.checkpoint)
+            logger.info("no complete checkpoint under %s yet; waiting", checkpoint)
             time.sleep(min(5.0, max(0.1, deadline - time.monotonic())))
 
 
@@ -154,7 +156,7 @@ def evaluate(config: EvalConfig) -> dict:
         cache = posixpath.join(path, config.split)
         if not exists(posixpath.join(cache, "shard_ledger.json")):
             raise FileNotFoundError(f"evaluate.datasets[{name!r}]: {cache} is not a finished tokenized cache")
-    checkpoint = _find_checkpoint(config)
+    checkpoint = find_checkpoint(config.checkpoint, config.wait_for_checkpoint_s)
     train_output = train_output_of(checkpoint)
     info_path = posixpath.join(train_output, "train_info.json")
     if not exists(info_path):

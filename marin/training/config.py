@@ -228,6 +228,12 @@ class TrainConfig(StepConfig):
     """f32, or bf16 (parameters in f32, compute in bfloat16)."""
     hf_export: bool = versioned_unless_default(True)
     """Write the final model as a Hugging Face checkpoint under `hf/step-<N>/`."""
+    harness_tasks: list[str] = versioned_unless_default(default_factory=list)
+    """lm-eval tasks scored every `harness_every_steps` during training, into metrics.jsonl; empty: none."""
+    harness_every_steps: int = versioned_unless_default(0)
+    """Steps between in-training lm-eval scores (and once at the end)."""
+    harness_limit: int | None = versioned_unless_default(None)
+    """Documents per task at each in-training score; None: all."""
     wandb_mode: str = unversioned("offline")
     """offline (run folder under `wandb/` in the output), online (needs credentials) or disabled."""
     wandb_project: str = unversioned("marin")
@@ -267,6 +273,10 @@ class TrainConfig(StepConfig):
             raise ValueError(f"train.precision must be one of {_PRECISIONS}, got {self.precision!r}")
         if self.wandb_mode not in _WANDB_MODES:
             raise ValueError(f"train.wandb_mode must be one of {_WANDB_MODES}, got {self.wandb_mode!r}")
+        if self.harness_tasks and self.harness_every_steps <= 0:
+            raise ValueError(
+                f"train.harness_every_steps must be > 0 with harness_tasks, got {self.harness_every_steps}"
+            )
         if self.per_device_parallelism != -1 and self.per_device_parallelism <= 0:
             raise ValueError(f"train.per_device_parallelism must be -1 or > 0, got {self.per_device_parallelism}")
         sizes = self.model.axis_sizes()

@@ -8,7 +8,8 @@ killed run's lines lack them); `tokens` is computed
 (Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
 step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training,
 when the step's first figure arrived), and
-`eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps. Only the timing fields
+`eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps, and
+`harness/<task>/<metric>` on the steps an in-training lm-eval hook scored (`TrainConfig.harness_tasks`). Only the timing fields
 vary between two runs with one seed.
 
 A run resumed from a checkpoint repeats the steps after that checkpoint: when a step arrives, every line
@@ -62,6 +63,8 @@ def _pick(metrics: dict[str, Any]) -> dict[str, Any]:
             name = "eval_" + "_".join(parts[1:]) if len(parts) > 2 else None
         if name is None and key in ("eval/loss", "eval/bpb"):
             name = key.replace("/", "_")
+        if name is None and key.startswith("harness/"):
+            name = key
         if name is not None:
             scalar = _scalar(value)
             if scalar is not None:

@@ -377,9 +377,13 @@ def train(config: TrainConfig) -> None:
 
         if _ONE_TRAINING_PER_PROCESS.locked():
             logger.info("another training runs in this process: %s waits for it", run_id)
+        from marin.evaluation.harness_hook import harness_during_training
+
         with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
             try:
-                train_lm.main(levanter_config(config, tokenizer, parent, run_id))
+                lev_config = levanter_config(config, tokenizer, parent, run_id)
+                with harness_during_training(config, lev_config) as run_config:
+                    train_lm.main(run_config)
             finally:
                 if config.wandb_mode != "disabled":
                     _stop_wandb(env["WANDB_DIR"])

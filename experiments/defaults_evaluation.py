@@ -1,0 +1,207 @@
+"""Experiment helpers for downstream evaluation and isoFLOP ladders (steps over `marin.evaluation`).
+
+    scores = default_harness("tiny", trained, tasks=["marin_shakespeare"])     # lm-eval-harness tasks
+    ladder = isoflop_ladder("iso", tokenized, budgets=[3e9, 1e10], widths=[16, 24, 32], vocab_size=512)
+    # run the ladder; ladder.forecast's forecast.json names the configuration for the target budget; then
+    target = forecast_target("iso", ladder, tokenized, read_forecast(path))  # train it, evaluate, check
+
+A ladder's target run is declared from the forecast's output, so it exists only in a later run of the
+experiment (the forecast has to be read first); its check step records forecast against measured loss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from experiments.defaults_training import StepOrPath, _datasets, default_eval, default_train, ladder_model
+from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+from marin.evaluation.harness import HarnessConfig, harness
+from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+from marin.execution import ExecutorStep, ResourceConfig, output_path_of, this_output_path
+from marin.storage import join, read_text
+from marin.training.config import LlamaModelConfig, OptimizerConfig
+
+
+def default_harness(
+    name: str,
+    trained: ExecutorStep,
+    tasks: list[str],
+    *,
+    limit: int | None = None,
+    num_fewshot: int | None = None,
+    task_paths: list[str] | None = None,
+    include_default_tasks: bool = False,
+    resources: ResourceConfig | None = None,
+) -> ExecutorStep:
+    """A harness step `evaluation/harness/<name>`: lm-eval tasks on `trained`'s final checkpoint."""
+    return ExecutorStep(
+        name=f"evaluation/harness/{name}",
+        fn=harness,
+        config=HarnessConfig(
+            checkpoint=output_path_of(trained),
+            tasks=list(tasks),
+            output_path=this_output_path(),
+            task_paths=list(task_paths or []),
+            include_default_tasks=include_default_tasks,
+            limit=limit,
+            num_fewshot=num_fewshot,
+        ),
+        description=f"lm-eval-harness {name}: {', '.join(tasks)}",
+        resources=resources or ResourceConfig(cpu=1),
+    )
+
+
+def rung_steps_for_budget(model: LlamaModelConfig, vocab_size: int, flops: float, tokens_per_step: int) -> int:
+    """Steps that spend about `flops` = 6·N·D on `model` (at least two: Levanter never checkpoints step 0)."""
+    return max(2, round(flops / (6 * model.parameter_count(vocab_size) * tokens_per_step)))
+
+
+@dataclasses.dataclass(frozen=True)
+class IsoflopLadder:
+    """One train and evaluate step per (budget, size), and the isoFLOP forecast over them."""
+
+    trains: list[ExecutorStep]
+    evaluations: list[ExecutorStep]
+    budgets: list[float]
+    forecast: ExecutorStep
+    settings: dict
+    """What the target run shares with the rungs: vocab_size, seq_len, train_batch_size, optimizer, options."""
+
+    @property
+    def steps(self) -> list[ExecutorStep]:
+        return [*self.trains, *self.evaluations, self.forecast]
+
+
+def isoflop_ladder(
+    name: str,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    *,
+    budgets: list[float],
+    widths: list[int | LlamaModelConfig],
+    vocab_size: int,
+    target_flops: float | None = None,
+    seq_len: int = 128,
+    train_batch_size: int = 16,
+    optimizer: OptimizerConfig = OptimizerConfig(),
+    eval_datasets: dict[str, StepOrPath] | None = None,
+    max_eval_documents: int | None = None,
+    seed: int = 0,
+    samples: int = 200,
+    resources: ResourceConfig | None = None,
+    **train_options: Any,
+) -> IsoflopLadder:
+    """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
+    at `target_flops` (default: 10x the largest budget), choosing among the ladder's own model shapes
+    (and wider ones, up to 4x the largest width) for the target's configuration."""
+    if len(set(budgets)) < 2 or len(widths) < 3:
+        raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes, got {budgets} and {widths}")
+    models = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in widths]
+    tokens_per_step = train_batch_size * seq_len
+    held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
+    trains, evaluations, rung_budgets = [], [], []
+    for budget in sorted(budgets):
+        for model in models:
+            rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
+            steps = rung_steps_for_budget(model, vocab_size, budget, tokens_per_step)
+            trained = default_train(
+                rung,
+                tokenized,
+                model=model,
+                optimizer=optimizer,
+                train_batch_size=train_batch_size,
+                num_train_steps=steps,
+                seed=seed,
+                resources=resources,
+                **train_options,
+            )
+            trains.append(trained)
+            evaluations.append(default_eval(rung, trained, held_out, max_documents=max_eval_documents))
+            rung_budgets.append(float(budget))
+    target = float(target_flops if target_flops is not None else 10 * max(budgets))
+    largest = max(m.hidden_dim for m in models)
+    candidates = [*models, *(ladder_model(w, seq_len) for w in (2 * largest, 3 * largest, 4 * largest))]
+    forecast = ExecutorStep(
+        name=f"forecast/{name}",
+        fn=isoflop_forecast,
+        config=IsoflopForecastConfig(
+            evaluations=[output_path_of(e) for e in evaluations],
+            budgets=rung_budgets,
+            output_path=this_output_path(),
+            target_flops=target,
+            candidates=candidates,
+            vocab_size=vocab_size,
+            tokens_per_step=tokens_per_step,
+            samples=samples,
+            seed=seed,
+        ),
+        description=f"isoFLOP forecast {name}: {len(budgets)} budgets x {len(models)} sizes, target {target:.3g}",
+    )
+    settings = {
+        "seq_len": seq_len,
+        "train_batch_size": train_batch_size,
+        "optimizer": optimizer,
+        "seed": seed,
+        "held_out": held_out,
+        "max_eval_documents": max_eval_documents,
+        "resources": resources,
+        "options": train_options,
+    }
+    return IsoflopLadder(trains, evaluations, rung_budgets, forecast, settings)
+
+
+def read_forecast(forecast_output: str) -> dict | None:
+    """The forecast step's `forecast.json`, or None before it has run."""
+    text = read_text(join(forecast_output, "forecast.json"))
+    return json.loads(text) if text is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetRun:
+    train: ExecutorStep
+    evaluation: ExecutorStep
+    check: ExecutorStep
+
+
+def forecast_target(
+    name: str,
+    ladder: IsoflopLadder,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    forecast: dict,
+    **train_options: Any,
+) -> TargetRun:
+    """The run the forecast configured (its chosen model and steps), its evaluation, and the check step.
+
+    `train_options` add to (or override) the ladder's further TrainConfig fields, e.g. `harness_tasks`."""
+    prediction = forecast.get("prediction")
+    if not prediction or "config" not in prediction:
+        raise ValueError(f"forecast_target {name!r}: the forecast chose no configuration ({forecast.get('notes')})")
+    chosen = prediction["config"]
+    s = ladder.settings
+    trained = default_train(
+        f"{name}/target",
+        tokenized,
+        model=LlamaModelConfig(**chosen["model"]),
+        optimizer=s["optimizer"],
+        train_batch_size=s["train_batch_size"],
+        num_train_steps=chosen["steps"],
+        seed=s["seed"],
+        resources=s["resources"],
+        **{**s["options"], **train_options},
+    )
+    evaluation = default_eval(f"{name}/target", trained, s["held_out"], max_documents=s["max_eval_documents"])
+    check = ExecutorStep(
+        name=f"forecast/{name}/check",
+        fn=forecast_check,
+        config=ForecastCheckConfig(
+            forecast=output_path_of(ladder.forecast),
+            evaluation=output_path_of(evaluation),
+            output_path=this_output_path(),
+        ),
+        description=f"forecast {name}: forecast against the measured loss of the target run",
+    )
+    return TargetRun(trained, evaluation, check)
+
+
+__all__ = ["default_harness", "forecast_target", "isoflop_ladder", "read_forecast"]

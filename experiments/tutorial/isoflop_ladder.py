@@ -1,0 +1,69 @@
+"""An isoFLOP ladder on the tutorial's data: which model size a budget should buy, checked by training it.
+
+Three tiny Llamas (widths 16, 32, 64) are trained at each of three compute budgets (D = C / 6N tokens),
+each is evaluated on the held-out split, and the forecast step fits each budget's loss against ln N
+with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as power laws and
+predicts the configuration and loss for a target budget ten times the largest (`forecast.json`,
+`forecast.png`). The data steps are the tutorial's (same hashes: after `make run` they do not run again).
+
+Run it twice. The first run trains the ladder and writes the forecast. The second finds the forecast,
+declares the run it configured (the chosen model, trained for the chosen steps), trains and evaluates
+it, scores it on marin's shipped lm-eval tasks, and records forecast against measured loss in the check
+step's `check.json`:
+
+    python experiments/tutorial/isoflop_ladder.py        # the ladder and its forecast
+    python experiments/tutorial/isoflop_ladder.py        # the target run, its tasks, and the check
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from experiments.defaults_evaluation import default_harness, forecast_target, isoflop_ladder, read_forecast
+from experiments.tutorial.tiny_lm import build as build_tutorial
+from marin.execution import Executor, executor_main
+from marin.execution.main import parse_main_args, resolve_prefix
+from marin.storage import join, read_text
+from marin.training.config import OptimizerConfig
+
+VOCAB_SIZE = 1024
+BUDGETS = (2e11, 5e11, 1.2e12)
+WIDTHS = (16, 32, 64)
+
+
+def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS):
+    data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
+    ladder = isoflop_ladder(
+        "tiny-shakespeare-isoflop",
+        data["tokenized"],
+        budgets=list(budgets),
+        widths=list(widths),
+        vocab_size=VOCAB_SIZE,
+        seq_len=128,
+        train_batch_size=16,
+        optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
+        tokenizer=data["tokenizer"],
+    )
+    return data, ladder
+
+
+if __name__ == "__main__":
+    data, ladder = build()
+    prefix = resolve_prefix(parse_main_args(sys.argv[1:]).prefix)
+    forecast_path = Executor(prefix).plan([ladder.forecast])[ladder.forecast]
+    forecast = read_forecast(forecast_path)
+    if forecast is None or not forecast.get("constrained"):
+        outputs = executor_main(steps=[ladder.forecast], description="Tiny isoFLOP ladder and its forecast")
+        if outputs:
+            print(read_text(join(outputs[ladder.forecast], "forecast.json")))
+            print("run this script again to train the configuration it chose and check the forecast")
+    else:
+        target = forecast_target("tiny-shakespeare-isoflop", ladder, data["tokenized"], forecast)
+        scores = default_harness("tiny-shakespeare-isoflop-target", target.train, tasks=["marin_shakespeare"])
+        outputs = executor_main(
+            steps=[target.check, scores], description="The isoFLOP forecast's target run, its tasks, and the check"
+        )
+        if outputs:
+            print(json.dumps(json.loads(read_text(join(outputs[target.check], "check.json"))), indent=2))
+            print(read_text(join(outputs[scores], "metrics.json")))

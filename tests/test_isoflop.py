@@ -1,0 +1,186 @@
+"""isoFLOP analysis on synthetic Chinchilla-like losses with a known optimum, its step, and the forecast check."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from marin.evaluation.isoflop import bootstrap, fit_isoflop
+
+# Chinchilla's fitted law (Hoffmann et al. 2022): L(N, D) = E + A / N^alpha + B / D^beta.
+E, A, B, ALPHA, BETA = 1.69, 406.4, 410.7, 0.34, 0.28
+G = (ALPHA * A / (BETA * B)) ** (1 / (ALPHA + BETA))
+
+
+def chinchilla(n, d):
+    return E + A / n**ALPHA + B / d**BETA
+
+
+def optimum(flops: float) -> tuple[float, float]:
+    """The exact compute-optimal (N, D) of the law at `flops` = 6·N·D."""
+    n = G * (flops / 6) ** (BETA / (ALPHA + BETA))
+    return n, flops / (6 * n)
+
+
+def ladder_points(budgets, factors, noise: float, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    points = []
+    for c in budgets:
+        n0, _ = optimum(c)
+        for f in factors:
+            n = n0 * f
+            points.append({"budget": c, "params": n, "loss": chinchilla(n, c / (6 * n)) + rng.normal(0, noise)})
+    return points
+
+
+def test_isoflop_recovers_the_compute_optimal_laws_and_forecasts_within_its_interval():
+    points = ladder_points([1e18, 1e19, 1e20, 1e21], np.geomspace(1 / 8, 8, 7), noise=0.003)
+    fit = fit_isoflop(points)
+    assert fit.notes == [] and len(fit.usable) == 4
+    assert fit.params_law[1] == pytest.approx(BETA / (ALPHA + BETA), abs=0.01)
+    assert fit.tokens_law[1] == pytest.approx(ALPHA / (ALPHA + BETA), abs=0.01)
+    assert fit.params_law[1] + fit.tokens_law[1] == pytest.approx(1.0, abs=1e-9)
+    target = 1e23
+    n_true, d_true = optimum(target)
+    predicted = fit.predict(target)
+    assert predicted["params"] == pytest.approx(n_true, rel=0.1)
+    assert predicted["tokens"] == pytest.approx(d_true, rel=0.1)
+    assert predicted["loss"] == pytest.approx(chinchilla(n_true, d_true), abs=0.01)
+    intervals, note = bootstrap(points, fit, target, samples=40, seed=0, confidence=0.95)
+    assert note is None
+    low, high = intervals["loss"]
+    assert low < predicted["loss"] < high and low <= chinchilla(n_true, d_true) <= high
+    assert intervals["params"][0] < predicted["params"] < intervals["params"][1]
+
+
+def test_a_budget_whose_optimum_lies_outside_the_sizes_tried_is_set_aside_and_named():
+    points = ladder_points([1e18, 1e19, 1e20], [0.25, 1, 4], noise=0.0)
+    points += [p for p in ladder_points([1e21], [1 / 64, 1 / 32, 1 / 16], noise=0.0)]
+    fit = fit_isoflop(points)
+    assert [b.usable for b in fit.budgets] == [True, True, True, False]
+    assert "budget 1e+21" in fit.notes[0] and "larger than every size tried" in fit.notes[0]
+    assert fit.params_law[1] == pytest.approx(BETA / (ALPHA + BETA), abs=0.02)
+
+    only_one = ladder_points([1e18], [0.25, 1, 4], 0.0) + ladder_points([1e19], [8, 16, 32], 0.0)
+    fit = fit_isoflop(only_one)
+    assert fit.predict(1e22) is None
+    assert "smaller than every size tried" in fit.notes[0]
+    assert "the rungs do not constrain N_opt(C), so there is no prediction" in fit.notes[-1]
+
+
+def test_an_unconstrained_ladder_still_writes_its_forecast_and_plot_saying_why(tmp_path):
+    from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+
+    points = ladder_points([1e18], [4, 8, 16], 0.0) + ladder_points([1e19], [8, 16, 32], 0.0)
+    out = isoflop_forecast(
+        IsoflopForecastConfig(
+            evaluations=write_results(tmp_path, points),
+            budgets=[p["budget"] for p in points],
+            output_path=str(tmp_path / "fc"),
+            target_flops=1e21,
+        )
+    )
+    assert out["constrained"] is False and out["prediction"] is None
+    assert "so there is no prediction" in out["notes"][-1] and out["laws"]["params_opt"] is None
+    assert (tmp_path / "fc/forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_three_sizes_per_budget_fit_exactly_and_the_forecast_says_there_is_no_interval():
+    points = ladder_points([1e18, 1e19, 1e20], [0.3, 1, 3], noise=0.01, seed=1)
+    fit = fit_isoflop(points)
+    intervals, note = bootstrap(points, fit, 1e22, samples=20, seed=0, confidence=0.9)
+    assert intervals is None and "3 sizes each" in note
+
+
+def write_results(root: Path, points: list[dict]) -> list[str]:
+    paths = []
+    for i, p in enumerate(points):
+        folder = root / f"rung{i}"
+        folder.mkdir(parents=True)
+        tokens = p["budget"] / (6 * p["params"])
+        results = {
+            "checkpoint": f"ckpt{i}",
+            "parameter_count": p["params"],
+            "tokens": tokens,
+            "flops": p["budget"],
+            "macro_loss": p["loss"],
+            "datasets": {"held": {"loss": p["loss"]}},
+        }
+        (folder / "results.json").write_text(json.dumps(results))
+        paths.append(str(folder))
+    return paths
+
+
+def test_the_step_writes_the_forecast_and_chooses_the_candidate_nearest_the_optimum(tmp_path):
+    from experiments.defaults_training import ladder_model
+    from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+
+    points = ladder_points([1e18, 1e19, 1e20], np.geomspace(1 / 4, 4, 5), noise=0.002)
+    candidates = [ladder_model(w) for w in (256, 512, 1024, 2048, 4096)]
+    target = 1e21
+    out = isoflop_forecast(
+        IsoflopForecastConfig(
+            evaluations=write_results(tmp_path, points),
+            budgets=[p["budget"] for p in points],
+            output_path=str(tmp_path / "fc"),
+            target_flops=target,
+            candidates=candidates,
+            vocab_size=32000,
+            tokens_per_step=256 * 2048,
+            samples=30,
+        )
+    )
+    assert out["constrained"] and out["notes"] == []
+    prediction = out["prediction"]
+    assert prediction["params"] == pytest.approx(optimum(target)[0], rel=0.1)
+    chosen = prediction["config"]
+    distances = [abs(math.log(m.parameter_count(32000) / prediction["params"])) for m in candidates]
+    assert chosen["params"] == candidates[int(np.argmin(distances))].parameter_count(32000)
+    assert chosen["steps"] == round(target / (6 * chosen["params"]) / (256 * 2048))
+    assert prediction["interval"]["loss"][0] < prediction["loss"] < prediction["interval"]["loss"][1]
+    assert json.loads((tmp_path / "fc/forecast.json").read_text()) == out
+    assert (tmp_path / "fc/forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_later_run_checks_the_forecast_against_the_measured_loss(tmp_path):
+    from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+    from marin.execution import Executor, ExecutorStep, this_output_path
+
+    forecast_dir, target_dir = tmp_path / "forecast", tmp_path / "target-eval"
+    forecast_dir.mkdir()
+    target_dir.mkdir()
+    forecast = {
+        "metric": "loss",
+        "dataset": "held",
+        "prediction": {"flops": 1e21, "loss": 2.30, "interval": {"loss": [2.25, 2.36]}, "confidence": 0.9},
+    }
+    (forecast_dir / "forecast.json").write_text(json.dumps(forecast))
+    (target_dir / "results.json").write_text(
+        json.dumps({"flops": 1.05e21, "step": 99, "macro_loss": 9.0, "datasets": {"held": {"loss": 2.33}}})
+    )
+    check_step = ExecutorStep(
+        name="forecast/check",
+        fn=forecast_check,
+        config=ForecastCheckConfig(
+            forecast=str(forecast_dir), evaluation=str(target_dir), output_path=this_output_path()
+        ),
+    )
+    paths = Executor(str(tmp_path / "lab"), backend="local").run([check_step])
+    check = json.loads((Path(paths[check_step]) / "check.json").read_text())
+    assert check["forecast"] == 2.30 and check["measured"] == 2.33 and check["within_interval"]
+    assert check["error"] == pytest.approx(0.03) and check["interval"] == [2.25, 2.36] and check["notes"] == []
+
+    (target_dir / "results.json").write_text(
+        json.dumps({"flops": 3e21, "step": 99, "datasets": {"held": {"loss": 2.5}}})
+    )
+    from marin.evaluation.forecast_check import compare
+
+    loss_law = {"metric": "loss", "dataset": "held", "prediction": {"flops": 1e21, "loss": 2.3, "interval": [2.2, 2.4]}}
+    check = compare(loss_law, json.loads((target_dir / "results.json").read_text()))
+    assert check["within_interval"] is False and "3.00x the forecast's compute" in check["notes"][0]
+    with pytest.raises(ValueError, match="the forecast made no prediction"):
+        compare({"prediction": None, "notes": ["only 1 of 2 budgets"]}, {})
