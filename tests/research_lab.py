@@ -39,6 +39,8 @@ class RungConfig:
     """Learning rate."""
     penalty: float = 0.0
     """Added to the law's bpb (a rung that trained badly)."""
+    tokens: int = 0
+    """Tokens to train on (an isoFLOP rung: loss from the Chinchilla law); 0: 20 per parameter."""
     output_path: str = THIS_OUTPUT_PATH
     """This step's output folder."""
 
@@ -51,11 +53,19 @@ class RungEvalConfig:
     """This step's output folder."""
 
 
+def chinchilla_loss(parameters: float, tokens: float) -> float:
+    """Hoffmann et al.'s fitted law: the isoFLOP rungs' losses."""
+    return 1.69 + 406.4 / parameters**0.34 + 410.7 / tokens**0.28
+
+
 def train_rung(config: RungConfig) -> None:
     os.makedirs(config.output_path, exist_ok=True)
-    tokens = config.parameters * TOKENS_PER_PARAM
+    tokens = config.tokens or config.parameters * TOKENS_PER_PARAM
     steps = 40
-    final = law_bpb(6 * config.parameters * tokens) * 1.2 + config.penalty + abs(config.lr - 3e-3) * 10
+    if config.tokens:
+        final = chinchilla_loss(config.parameters, tokens)
+    else:
+        final = law_bpb(6 * config.parameters * tokens) * 1.2 + config.penalty + abs(config.lr - 3e-3) * 10
     with open(f"{config.output_path}/metrics.jsonl", "w") as f:
         for step in range(steps):
             loss = final + 4.0 / (1 + step)
@@ -88,11 +98,31 @@ def evaluate_rung(config: RungEvalConfig) -> None:
         json.dump(results, f, indent=2, sort_keys=True)
 
 
-def rung(name: str, parameters: int, lr: float = 3e-3, penalty: float = 0.0) -> tuple[ExecutorStep, ExecutorStep]:
+@dataclass(frozen=True)
+class HarnessConfig:
+    train: str
+    """The train step's folder."""
+    output_path: str = THIS_OUTPUT_PATH
+    """This step's folder."""
+
+
+def harness_rung(config: HarnessConfig) -> None:
+    """What marin's harness step writes (`metrics.json`), with a fixed score."""
+    os.makedirs(config.output_path, exist_ok=True)
+    tasks = {"next_line": {"metrics": {"acc": 0.625, "acc_stderr": 0.07}, "version": 1, "documents": 40}}
+    with open(f"{config.output_path}/metrics.json", "w") as f:
+        json.dump({"tasks": tasks, "groups": {}, "step": 39}, f)
+
+
+def rung(
+    name: str, parameters: int, lr: float = 3e-3, penalty: float = 0.0, tokens: int = 0
+) -> tuple[ExecutorStep, ExecutorStep]:
     train = ExecutorStep(
         f"train/{name}",
         train_rung,
-        RungConfig(parameters=versioned(parameters), lr=versioned(lr), penalty=versioned(penalty)),
+        RungConfig(
+            parameters=versioned(parameters), lr=versioned(lr), penalty=versioned(penalty), tokens=versioned(tokens)
+        ),
     )
     evaluation = ExecutorStep(f"eval/{name}", evaluate_rung, RungEvalConfig(train=output_path_of(train)))
     return train, evaluation
@@ -124,9 +154,60 @@ def research_prefix(root: Path):
                 metric="bpb",
             ),
         )
+        harness = ExecutorStep("eval/harness", harness_rung, HarnessConfig(train=output_path_of(ladder[-1][0])))
         ex2 = Executor(str(root), backend="local", experiment_name="ladder", script="tests/research_lab.py")
-        result2 = ex2.run([fc])
+        result2 = ex2.run([fc, harness])
+        names["harness"] = os.path.relpath(result2[harness], root)
         names["ladder_record"] = os.path.relpath(result2.record_path, root)
         names["forecast"] = os.path.relpath(result2[fc], root)
         names["ladder_eval"] = [os.path.relpath(result2[e], root) for _, e in ladder]
+        names.update(isoflop_experiment(root))
     yield names
+
+
+ISOFLOP_BUDGETS = (1e17, 1e18, 1e19)
+ISOFLOP_TARGET = 1e20
+
+
+def isoflop_experiment(root: Path) -> dict:
+    """Rungs of 4 sizes at 3 budgets (Chinchilla-law losses), the real isoFLOP forecast, then the target run the
+    forecast sized and the real forecast check against it."""
+    from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+    from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+
+    rungs, budgets = [], []
+    for budget in ISOFLOP_BUDGETS:
+        centre = 0.09 * budget**0.5
+        for factor in (0.25, 0.5, 1.0, 2.0, 4.0):
+            n = int(centre * factor)
+            rungs.append(rung("isoflop", n, tokens=int(budget / (6 * n))))
+            budgets.append(budget)
+    fc = ExecutorStep(
+        "isoflop/forecast",
+        isoflop_forecast,
+        IsoflopForecastConfig(
+            evaluations=[output_path_of(e) for _, e in rungs],
+            budgets=budgets,
+            output_path=this_output_path(),
+            target_flops=ISOFLOP_TARGET,
+            samples=50,
+        ),
+    )
+    ex = Executor(str(root), backend="local", experiment_name="isoflop", script="tests/research_lab.py")
+    forecast_rel = os.path.relpath(ex.run([fc])[fc], root)
+    prediction = json.loads((root / forecast_rel / "forecast.json").read_text())["prediction"]
+    n = int(prediction["params"])
+    target_train, target_eval = rung("isoflop-target", n, tokens=int(ISOFLOP_TARGET / (6 * n)))
+    check = ExecutorStep(
+        "isoflop/check",
+        forecast_check,
+        ForecastCheckConfig(
+            forecast=output_path_of(fc), evaluation=output_path_of(target_eval), output_path=this_output_path()
+        ),
+    )
+    result = ex.run([fc, check])
+    return {
+        "isoflop_forecast": forecast_rel,
+        "isoflop_check": os.path.relpath(result[check], root),
+        "isoflop_record": os.path.relpath(result.record_path, root),
+    }

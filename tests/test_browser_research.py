@@ -15,7 +15,9 @@ from starlette.testclient import TestClient
 from marin.browser.app import create_app
 from marin.browser.charts import pareto_front
 from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
-from tests.research_lab import LADDER_SIZES, SWEEP_LRS, TOKENS_PER_PARAM, research_prefix
+from tests.research_lab import ISOFLOP_BUDGETS, LADDER_SIZES, SWEEP_LRS, TOKENS_PER_PARAM, research_prefix
+
+ISOFLOP_RUNS = 5 * len(ISOFLOP_BUDGETS) + 1  # five sizes per budget, and the target
 
 
 @pytest.fixture(scope="module")
@@ -48,16 +50,20 @@ def test_pareto_front_keeps_only_runs_no_cheaper_run_beats():
 def test_leaderboard_ranks_evaluations_by_bpb_and_stars_the_frontier(client):
     html = client.get("/leaderboard").text
     rows = [cells(r) for r in rows_of(html, "board")]
-    assert len(rows) == len(LADDER_SIZES) + len(SWEEP_LRS)
+    assert len(rows) == len(LADDER_SIZES) + len(SWEEP_LRS) + ISOFLOP_RUNS
     bpbs = [float(r[4]) for r in rows]
     assert bpbs == sorted(bpbs)
-    starred = {(r[2], float(r[5].replace("e+", "e"))) for r in rows if r[1] == "★"}
-    # every ladder rung is on the frontier; the sweep's runs share a rung's compute and do no better than it
+    mine = [r for r in rows if r[2] in ("ladder", "sweep")]
+    starred = {(r[2], r[5]) for r in mine if r[1] == "★"}
+    # every ladder rung is on the frontier among the ladder and sweep runs, which share the lowest compute; the
+    # sweep's runs share a rung's compute and do no better than it
     assert {name for name, _ in starred} == {"ladder"}
-    assert len(starred) == len(LADDER_SIZES)
-    assert html.count('class="marker frontier"') == len(LADDER_SIZES)
+    assert 0 < len(starred) <= len(LADDER_SIZES)
+    flops = [float(r[5]) for r in rows]
+    front = [(float(r[5]), float(r[4])) for r in rows if r[1] == "★"]
+    assert all(not any(f2 <= f and b2 < b for f2, b2 in zip(flops, bpbs, strict=True)) for f, b in front)
+    assert html.count('class="marker frontier"') == len(front)
     assert 'class="line frontier-line"' in html
-    assert rows[0][2] == "ladder" and rows[0][7] == "8e+06"  # the biggest rung is best
 
 
 def test_leaderboard_x_axis_and_metric_follow_the_query_and_refuse_unknown_names(client):
@@ -74,11 +80,17 @@ def test_experiments_list_shows_each_records_headline_result_newest_first(client
     _, names = lab
     html = client.get("/").text
     rows = rows_of(html, "exps")
-    assert [re.search(r'class="exp-link"[^>]*>([^<]+)<', r)[1] for r in rows] == ["ladder", "sweep"]
-    best_ladder = min(float(c) for c in re.findall(r"([\d.]+) bpb", rows[0]))
+    assert [re.search(r'class="exp-link"[^>]*>([^<]+)<', r)[1] for r in rows] == [
+        "isoflop",
+        "isoflop",
+        "ladder",
+        "sweep",
+    ]
+    assert "version 2 of 2" in rows[0] and "version 1 of 2" in rows[1]  # the newer record (with the check) first
+    best_ladder = min(float(c) for c in re.findall(r"([\d.]+) bpb", rows[2]))
     board = [cells(r) for r in rows_of(client.get("/leaderboard").text, "board")]
-    assert f"{best_ladder:.4f}" == board[0][4]
-    assert "bpb" in rows[1] and "loss" in rows[1]
+    assert f"{best_ladder:.4f}" == min((r[4] for r in board if r[2] == "ladder"), key=float)
+    assert "bpb" in rows[3] and "loss" in rows[3]
 
 
 def test_runs_table_has_a_column_per_differing_field_and_each_runs_evaluation(client, lab):
@@ -128,10 +140,10 @@ def test_research_pages_in_chromium(lab):
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(server.url + "/")
         page.locator("nav.views a", has_text="leaderboard").click()
-        expect(page.locator("table#board tbody tr")).to_have_count(len(LADDER_SIZES) + len(SWEEP_LRS))
+        expect(page.locator("table#board tbody tr")).to_have_count(len(LADDER_SIZES) + len(SWEEP_LRS) + ISOFLOP_RUNS)
         page.screenshot(path=str(shots / "research-1-leaderboard.png"), full_page=True)
         page.locator("svg.leaderboard-plot circle.marker.frontier").last.click()
-        expect(page).to_have_url(re.compile(r"/exp/0/experiments/ladder-"))
+        expect(page).to_have_url(re.compile(r"/exp/0/experiments/(ladder|isoflop)-"))
         page.goto(server.url + "/runs?step=train/rung")
         page.locator("table#runs th", has_text="lr").click()
         page.screenshot(path=str(shots / "research-2-runs.png"), full_page=True)
@@ -144,3 +156,30 @@ def test_research_pages_in_chromium(lab):
         page.locator("section.summary").first.screenshot(path=str(shots / "research-4-curves.png"))
         browser.close()
     assert not errors, errors
+
+
+def test_isoflop_page_draws_each_budgets_curve_the_size_law_and_the_checked_target(client, lab):
+    _, names = lab
+    html = client.get(f"/step/0/{names['isoflop_forecast']}").text
+    curves = html.split('class="plot isoflop-plot"', 1)[1].split("</svg>", 1)[0]
+    assert curves.count('class="marker rung"') == 5 * len(ISOFLOP_BUDGETS)
+    assert curves.count('class="marker optimum"') == len(ISOFLOP_BUDGETS)
+    sizes = html.split('class="plot nopt-plot"', 1)[1].split("</svg>", 1)[0]
+    assert sizes.count('class="marker forecast"') == 1 and "N_opt = " in sizes
+    loss = html.split('class="plot ladder-plot"', 1)[1].split("</svg>", 1)[0]
+    assert loss.count('class="marker measured"') == 1  # found through the check step that read this forecast
+    assert re.search(r"checked: forecast loss [\d.]+ .*measured <b>[\d.]+</b>.*inside the interval", html)
+    check = client.get(f"/step/0/{names['isoflop_check']}").text
+    assert 'data-kind="check.json"' in check and "inside the interval" in check
+
+
+def test_harness_scores_join_the_evaluation_of_the_same_checkpoint(client, lab):
+    _, names = lab
+    html = client.get("/leaderboard").text
+    headers = re.findall(r"<th>(.*?)</th>", html.split('id="board"', 1)[1].split("</thead>", 1)[0])
+    assert "next_line" in headers
+    col = headers.index("next_line")
+    scored = [cells(r) for r in rows_of(html, "board") if cells(r)[col] != "—"]
+    assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e+06", "0.625")]
+    step = client.get(f"/step/0/{names['harness']}").text
+    assert 'data-kind="metrics.json"' in step and "next_line" in step and "0.625" in step

@@ -39,6 +39,7 @@ class Series:
     titles: list[str | None] = field(default_factory=list)
     css: str = ""
     color: str | None = None
+    legend: bool = True
 
 
 @dataclass
@@ -54,11 +55,23 @@ class Chart:
     css_class: str = "plot"
     series: list[Series] = field(default_factory=list)
 
-    def line(self, name: str, points, dashed: bool = False, css: str = "", color: str | None = None) -> Chart:
-        self.series.append(Series(name, "dashed" if dashed else "line", self._finite(points), css=css, color=color))
+    def line(
+        self, name: str, points, dashed: bool = False, css: str = "", color: str | None = None, legend: bool = True
+    ) -> Chart:
+        kind = "dashed" if dashed else "line"
+        self.series.append(Series(name, kind, self._finite(points), css=css, color=color, legend=legend))
         return self
 
-    def points(self, name: str, points, hrefs=None, titles=None, css: str = "", color: str | None = None) -> Chart:
+    def points(
+        self,
+        name: str,
+        points,
+        hrefs=None,
+        titles=None,
+        css: str = "",
+        color: str | None = None,
+        legend: bool = True,
+    ) -> Chart:
         kept = [(i, p) for i, p in enumerate(points) if self._ok(p[0], p[1])]
         self.series.append(
             Series(
@@ -69,6 +82,7 @@ class Chart:
                 [titles[i] for i, _ in kept] if titles else [],
                 css=css,
                 color=color,
+                legend=legend,
             )
         )
         return self
@@ -174,6 +188,8 @@ class Chart:
                     )
                     href = s.hrefs[j] if j < len(s.hrefs) else None
                     parts.append(f'<a href="{esc(href)}">{dot}</a>' if href else dot)
+            if not s.legend:
+                continue
             lx, ly = ml + pw - 8, mt + 14 + 16 * len(legend)
             swatch = (
                 f'<circle cx="{lx - 6}" cy="{ly}" r="4" fill="{color}"/>'

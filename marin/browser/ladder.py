@@ -41,7 +41,7 @@ def measured_target(forecast: dict, metric: str) -> tuple[float, float] | None:
     return None
 
 
-def ladder_chart(forecast: dict) -> str:
+def ladder_chart(forecast: dict, checks: list[dict] | None = None) -> str:
     metric = forecast.get("metric") if isinstance(forecast.get("metric"), str) else "loss"
     rungs = [r for r in forecast.get("rungs") or [] if isinstance(r, dict)]
     points = [(_num(r.get("flops")), _num(r.get(metric))) for r in rungs]
@@ -74,11 +74,20 @@ def ladder_chart(forecast: dict) -> str:
     measured = measured_target(forecast, metric)
     if measured:
         chart.points("measured target", [measured], titles=["measured target"], css="measured", color="#111827")
+    for check in checks or []:
+        flops, value = _num(check.get("measured_flops")), _num(check.get("measured"))
+        if flops and value is not None:
+            chart.points(
+                "measured target", [(flops, value)], titles=["measured target"], css="measured", color="#111827"
+            )
     return chart.render()
 
 
-def ladder_summary(forecast: dict, root: int, step_rel: str) -> str:
+def ladder_summary(forecast: dict, root: int, step_rel: str, checks: list[dict] | None = None) -> str:
     """The picture, the forecast in words, the rungs with links, and every other field."""
+    checks = checks or []
+    if forecast.get("kind") == "isoflop":
+        return isoflop_summary(forecast, root, step_rel, checks)
     metric = forecast.get("metric") if isinstance(forecast.get("metric"), str) else "loss"
     prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
     predicted, target = _num(prediction.get(metric)), _num(prediction.get("flops"))
@@ -118,13 +127,177 @@ def ladder_summary(forecast: dict, root: int, step_rel: str) -> str:
         )
     rest = {k: v for k, v in forecast.items() if k not in ("rungs",)}
     return (
-        ladder_chart(forecast)
+        ladder_chart(forecast, checks)
         + ("".join(f'<div class="forecast-line">{w}</div>' for w in words) if words else note("no prediction"))
+        + check_lines(checks)
         + (table(["rung (evaluation)", "FLOPs", "parameters", "tokens", metric, "residual"], rows, cls="data rungs"))
         + kv_table(
             [
                 (k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300]))
                 for k, v in flatten(rest).items()
+            ][:80]
+        )
+    )
+
+
+def _budget_colors(n: int) -> list[str]:
+    from marin.browser.svg import PALETTE
+
+    return [PALETTE[i % len(PALETTE)] for i in range(n)]
+
+
+def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
+    """The isoFLOP curves (loss against size per budget, with each optimum), N_opt(C) and the loss at the optimum
+    against compute, each carried out to the target with the forecast's interval, and the measured target."""
+    budgets = [b for b in forecast.get("budgets") or [] if isinstance(b, dict)]
+    prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
+    intervals = prediction.get("interval") if isinstance(prediction.get("interval"), dict) else {}
+    target = _num(prediction.get("flops"))
+    curves = Chart(x_label="parameters", y_label="loss", log_x=True, css_class="plot isoflop-plot")
+    for color, b in zip(_budget_colors(len(budgets)), budgets, strict=True):
+        rungs = [r for r in b.get("rungs") or [] if isinstance(r, dict)]
+        points = [(_num(r.get("params")), _num(r.get("loss"))) for r in rungs]
+        points = [(x, y) for x, y in points if x and y is not None]
+        label = f"{fmt_value(_num(b.get('flops')) or 0)} FLOPs"
+        coefficients = b.get("parabola_in_ln_params")
+        if points and isinstance(coefficients, list) and len(coefficients) == 3:
+            q, r, s = (float(c) for c in coefficients)
+            lo, hi = math.log(min(x for x, _ in points) / 1.3), math.log(max(x for x, _ in points) * 1.3)
+            grid = [lo + (hi - lo) * i / 40 for i in range(41)]
+            curves.line(
+                label, [(math.exp(x), q * x * x + r * x + s) for x in grid], dashed=not b.get("usable"), color=color
+            )
+        curves.points(f"{label} rungs", points, css="rung", color=color, legend=False)
+        opt = (_num(b.get("params_opt")), _num(b.get("loss_opt")))
+        if b.get("usable") and opt[0] and opt[1] is not None:
+            first = not any(s.name == "optimum" for s in curves.series)
+            curves.points(
+                "optimum", [opt], titles=[f"optimum of {label}"], css="optimum", color="#111827", legend=first
+            )
+    out = [curves.render()]
+    usable = [b for b in budgets if b.get("usable") and _num(b.get("params_opt")) and _num(b.get("flops"))]
+    laws = forecast.get("laws") if isinstance(forecast.get("laws"), dict) else {}
+    size = Chart(
+        x_label="training FLOPs",
+        y_label="compute-optimal parameters",
+        log_x=True,
+        log_y=True,
+        css_class="plot nopt-plot",
+        height=280,
+    )
+    size.points("budget optima", [(float(b["flops"]), float(b["params_opt"])) for b in usable], css="optimum")
+    law = laws.get("params_opt") if isinstance(laws.get("params_opt"), dict) else None
+    span = [float(b["flops"]) for b in usable] + ([target] if target else [])
+    if law and span and _num(law.get("k")) and _num(law.get("exponent")) is not None:
+        k, e = float(law["k"]), float(law["exponent"])
+        lo, hi = math.log10(min(span)), math.log10(max(span))
+        grid = [10 ** (lo + (hi - lo) * i / 40) for i in range(41)]
+        size.line(f"N_opt = {fmt_value(k)}·C^{e:.3f}", [(c, k * c**e) for c in grid], css="fit")
+    if target and _num(prediction.get("params")):
+        band = intervals.get("params")
+        if isinstance(band, list) and len(band) == 2:
+            size.band("interval", [(target / 1.1, band[0], band[1]), (target * 1.1, band[0], band[1])], css="interval")
+        size.points("forecast", [(target, float(prediction["params"]))], css="forecast")
+    out.append(size.render())
+    loss = Chart(
+        x_label="training FLOPs", y_label="loss at the optimum", log_x=True, css_class="plot ladder-plot", height=280
+    )
+    loss.points(
+        "budget optima",
+        [(float(b["flops"]), float(b["loss_opt"])) for b in usable if _num(b.get("loss_opt"))],
+        css="rung",
+        color="#059669",
+    )
+    loss_law = laws.get("loss_opt") if isinstance(laws.get("loss_opt"), dict) else None
+    if loss_law and span:
+        lo, hi = math.log10(min(span)), math.log10(max(span))
+        grid = [10 ** (lo + (hi - lo) * i / 40) for i in range(41)]
+        if loss_law.get("kind") == "a*C^-b+c":
+            fn = _law(loss_law)
+        elif _num(loss_law.get("k")) and _num(loss_law.get("e")) is not None:
+            k, e = float(loss_law["k"]), float(loss_law["e"])
+            fn = lambda c: k * c**e  # noqa: E731
+        else:
+            fn = None
+        if fn:
+            loss.line("loss law", [(c, fn(c)) for c in grid], css="fit", color="#2563eb")
+    _forecast_and_measured(loss, prediction, "loss", checks, intervals.get("loss"))
+    out.append(loss.render())
+    return "".join(out)
+
+
+def _forecast_and_measured(chart: Chart, prediction: dict, metric: str, checks: list[dict], band) -> None:
+    target, predicted = _num(prediction.get("flops")), _num(prediction.get(metric))
+    if target and isinstance(band, list) and len(band) == 2 and all(_num(v) is not None for v in band):
+        chart.band("interval", [(target / 1.06, band[0], band[1]), (target * 1.06, band[0], band[1])], css="interval")
+    if target and predicted is not None:
+        chart.points("forecast", [(target, predicted)], titles=[f"forecast @ {fmt_value(target)}"], css="forecast")
+    for check in checks:
+        flops, measured = _num(check.get("measured_flops")), _num(check.get("measured"))
+        if flops and measured is not None:
+            chart.points(
+                "measured target", [(flops, measured)], titles=["measured target"], css="measured", color="#111827"
+            )
+
+
+def check_lines(checks: list[dict]) -> str:
+    out = []
+    for check in checks:
+        interval = check.get("interval")
+        inside = check.get("within_interval")
+        verdict = "" if inside is None else (" — inside the interval" if inside else " — <b>outside the interval</b>")
+        span = f" ({fmt_value(interval[0])} – {fmt_value(interval[1])})" if isinstance(interval, list) else ""
+        out.append(
+            f'<div class="forecast-line check">checked: forecast {esc(check.get("metric"))} '
+            f"{fmt_value(_num(check.get('forecast')) or 0)}{esc(span)}, measured "
+            f"<b>{fmt_value(_num(check.get('measured')) or 0)}</b>, error {fmt_value(_num(check.get('error')) or 0)}"
+            f"{verdict}</div>"
+        )
+        out += [f'<div class="note">{esc(n)}</div>' for n in check.get("notes") or []]
+    return "".join(out)
+
+
+def isoflop_summary(forecast: dict, root: int, step_rel: str, checks: list[dict]) -> str:
+    """An isoFLOP forecast: the three pictures, the prediction and chosen configuration, the notes, every field."""
+    prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else None
+    words = []
+    if prediction:
+        words.append(
+            f"at {fmt_value(_num(prediction.get('flops')) or 0)} FLOPs: N_opt <b>{fmt_value(_num(prediction.get('params')) or 0)}</b>"
+            f" parameters, D_opt <b>{fmt_value(_num(prediction.get('tokens')) or 0)}</b> tokens, loss "
+            f"<b>{fmt_value(_num(prediction.get('loss')) or 0)}</b>"
+        )
+        chosen = prediction.get("config")
+        if isinstance(chosen, dict):
+            words.append(
+                f"chosen configuration: {fmt_value(_num(chosen.get('params')) or 0)} parameters for "
+                f"{esc(chosen.get('steps'))} steps ({esc(json.dumps(chosen.get('model'), sort_keys=True)[:200])})"
+            )
+    else:
+        words.append("<b>no prediction</b>: the rungs do not constrain the laws")
+    notes = "".join(f'<div class="note">{esc(n)}</div>' for n in forecast.get("notes") or [])
+    rows = []
+    for b in forecast.get("budgets") or []:
+        if isinstance(b, dict):
+            rows.append(
+                [
+                    fmt_value(_num(b.get("flops")) or 0),
+                    str(len(b.get("rungs") or [])),
+                    fmt_value(_num(b.get("params_opt")) or 0) if b.get("params_opt") else "—",
+                    fmt_num(b.get("loss_opt")),
+                    "yes" if b.get("usable") else f'<span class="bad">no</span> {esc(b.get("note") or "")}',
+                ]
+            )
+    return (
+        isoflop_charts(forecast, checks)
+        + "".join(f'<div class="forecast-line">{w}</div>' for w in words)
+        + check_lines(checks)
+        + notes
+        + table(["budget (FLOPs)", "rungs", "N_opt", "loss at optimum", "usable"], rows, cls="data budgets")
+        + kv_table(
+            [
+                (k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300]))
+                for k, v in flatten({k: v for k, v in forecast.items() if k != "budgets"}).items()
             ][:80]
         )
     )

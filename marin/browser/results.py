@@ -21,6 +21,8 @@ from marin.browser.storage import read_many
 from marin.storage.layout import State
 
 RESULTS_FILE = "results.json"
+HARNESS_FILE = "metrics.json"
+"""The harness step's per-task metrics (marin/evaluation/harness.py)."""
 METRICS_FILE = "metrics.jsonl"
 METRICS_TAIL_BYTES = 16 << 10
 """How much of the end of a metrics.jsonl is read for its last line."""
@@ -54,6 +56,8 @@ class Result:
     tokens: float | None = None
     parameters: float | None = None
     tasks: dict[str, float] = field(default_factory=dict)
+    trained_by: str | None = None
+    """The step folder the evaluation read (its first dependency): evaluations of one checkpoint share it."""
 
     def x(self, axis: str) -> float | None:
         return {"flops": self.flops, "tokens": self.tokens, "parameters": self.parameters}[axis]
@@ -74,11 +78,16 @@ def _num(v: Any) -> float | None:
 
 
 def task_scores(results: dict) -> dict[str, float]:
-    """Per-task headline scores of a harness evaluation (`tasks: {name: {metric: value}}`), first metric each."""
+    """Per-task headline scores of a harness evaluation, first of acc / acc_norm / exact_match each.
+
+    Reads `tasks: {name: {"metrics": {metric: value}}}` (marin's harness step) and `tasks: {name: {metric: value}}`.
+    """
     tasks = results.get("tasks")
     out: dict[str, float] = {}
     if isinstance(tasks, dict):
         for name, metrics in tasks.items():
+            if isinstance(metrics, dict) and isinstance(metrics.get("metrics"), dict):
+                metrics = metrics["metrics"]
             if isinstance(metrics, dict):
                 for key in ("acc", "acc_norm", "exact_match", "accuracy"):
                     if _num(metrics.get(key)) is not None:
@@ -110,21 +119,24 @@ def _read_results(roots, pairs) -> tuple[dict[tuple[int, str], dict], list[str]]
     errors: list[str] = []
     for index, root in enumerate(roots):
         rels = sorted({step.rel for exp, step in pairs if exp.root_index == index})
-        paths = {rel: f"{root.join(rel)}/{RESULTS_FILE}" for rel in rels}
+        paths = {(rel, name): f"{root.join(rel)}/{name}" for rel in rels for name in (RESULTS_FILE, HARNESS_FILE)}
         blobs = read_many(root.fs, list(paths.values()))
         for rel in rels:
-            data = blobs.get(paths[rel])
+            name = RESULTS_FILE
+            data = blobs.get(paths[(rel, RESULTS_FILE)])
+            if not isinstance(data, bytes | bytearray):
+                name, data = HARNESS_FILE, blobs.get(paths[(rel, HARNESS_FILE)])
             if not isinstance(data, bytes | bytearray):
                 continue
             try:
-                results = loads(data, f"{rel}/{RESULTS_FILE}")
+                results = loads(data, f"{rel}/{name}")
             except Exception as e:  # noqa: BLE001 - a bad file is listed as an error, not fatal
                 errors.append(str(e))
                 continue
             if isinstance(results, dict):
                 found[(index, rel)] = results
             else:
-                errors.append(f"{rel}/{RESULTS_FILE}: expected a JSON object")
+                errors.append(f"{rel}/{name}: expected a JSON object")
     return found, errors
 
 
@@ -138,7 +150,20 @@ def _result(exp: Experiment, step: StepRef, results: dict) -> Result:
         tokens=_num(results.get("tokens")),
         parameters=_num(results.get("parameter_count")),
         tasks=task_scores(results),
+        trained_by=step.deps[0] if step.deps else None,
     )
+
+
+def attach_tasks(results: list[Result]) -> list[Result]:
+    """Give each evaluation the harness scores of the same checkpoint (another step that read the same run)."""
+    scores: dict[tuple[int, str], dict[str, float]] = {}
+    for r in results:
+        if r.trained_by and r.tasks:
+            scores.setdefault((r.experiment.root_index, r.trained_by), {}).update(r.tasks)
+    for r in results:
+        if r.trained_by:
+            r.tasks = {**scores.get((r.experiment.root_index, r.trained_by), {}), **r.tasks}
+    return results
 
 
 def collect_results(roots, experiments: list[Experiment] | None = None) -> tuple[list[Result], list[str]]:
@@ -149,7 +174,7 @@ def collect_results(roots, experiments: list[Experiment] | None = None) -> tuple
     owners = {(exp.root_index, step.rel): (exp, step) for exp, step in _finished(experiments, is_evaluation)}
     found, read_errors = _read_results(roots, list(owners.values()))
     out = [_result(exp, step, found[key]) for key, (exp, step) in sorted(owners.items()) if key in found]
-    return out, errors + read_errors
+    return attach_tasks(out), errors + read_errors
 
 
 def last_train_losses(roots, experiments: list[Experiment]) -> dict[tuple[int, str], float]:
@@ -206,3 +231,32 @@ def headlines(roots, experiments: list[Experiment]) -> dict[tuple[int, str], Hea
     for key, loss in last_train_losses(roots, experiments).items():
         out.setdefault(key, Headline()).train_loss = loss
     return out
+
+
+CHECK_FILE = "check.json"
+
+
+def forecast_checks(roots, index: int, forecast_rel: str) -> list[dict]:
+    """The `check.json` of every finished forecast-check step that read this forecast step (any record)."""
+    experiments, _ = list_experiments(roots)
+    rels = sorted(
+        {
+            step.rel
+            for exp in experiments
+            if exp.root_index == index
+            for step in exp.steps
+            if step.state == State.SUCCESS and "forecast_check" in _fn(step) and forecast_rel in step.deps
+        }
+    )
+    root = roots.get(index)
+    blobs = read_many(root.fs, [f"{root.join(rel)}/{CHECK_FILE}" for rel in rels])
+    checks = []
+    for data in blobs.values():
+        if isinstance(data, bytes | bytearray):
+            try:
+                check = loads(data, CHECK_FILE)
+            except Exception:  # noqa: BLE001 - an unreadable check is left out of the picture
+                continue
+            if isinstance(check, dict):
+                checks.append(check)
+    return checks

@@ -44,6 +44,7 @@ from marin.browser.records import (
     read_related_runs,
     step_timings,
 )
+from marin.browser.results import forecast_checks
 from marin.browser.storage import list_dir
 from marin.browser.summaries import CurveOptions, step_summaries
 from marin.storage.layout import (
@@ -212,7 +213,14 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None, curves: CurveOpt
         + kv_table(head_items)
         + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
-        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}", curves)
+        + step_summaries(
+            root.fs,
+            index,
+            *st["outputs"],
+            f"{fn} {name}",
+            curves,
+            forecast_checks(roots, index, rel) if "forecast.json" in st["outputs"][2] else None,
+        )
         + _section(
             "Config",
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),

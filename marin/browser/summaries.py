@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from marin.browser.charts import Chart, ema
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
-from marin.browser.ladder import ladder_summary
+from marin.browser.ladder import check_lines, ladder_summary
 from marin.browser.svg import PALETTE, line_plot
 
 SMALL_MAX = 4 << 20
@@ -289,11 +289,40 @@ def results_table(data: Any) -> str:
     return out
 
 
-def forecast_summary(fs, full: str, size: int, root: int = 0, step_rel: str = "") -> str:
+def forecast_summary(fs, full: str, size: int, root: int = 0, step_rel: str = "", checks=None) -> str:
     data = _load_json(fs, full, size, "forecast.json")
     if not isinstance(data, dict):
         raise ValueError("forecast.json: expected a JSON object")
-    return ladder_summary(data, root, step_rel)
+    return ladder_summary(data, root, step_rel, checks)
+
+
+def check_summary(fs, full: str, size: int) -> str:
+    data = _load_json(fs, full, size, "check.json")
+    if not isinstance(data, dict):
+        raise ValueError("check.json: expected a JSON object")
+    return check_lines([data]) + kv_table([(k, fmt_num(v)) for k, v in flatten(data).items()][:40])
+
+
+def harness_summary(fs, full: str, size: int) -> str:
+    """The harness step's tasks: version, documents, shots and every metric (marin/evaluation/harness.py)."""
+    data = _load_json(fs, full, size, "metrics.json")
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, dict):
+        return kv_table([(k, fmt_num(v)) for k, v in flatten(data).items()][:60])
+    names = sorted({m for t in tasks.values() if isinstance(t, dict) for m in (t.get("metrics") or {})})
+    rows = []
+    for name, t in sorted(tasks.items()):
+        if not isinstance(t, dict):
+            continue
+        metrics = t.get("metrics") or {}
+        rows.append(
+            [esc(name), esc(t.get("version")), fmt_num(t.get("documents")), fmt_num(t.get("num_fewshot"))]
+            + [(fmt_num(metrics.get(m)), metrics.get(m) if metrics.get(m) is not None else "") for m in names]
+        )
+    rest = {k: v for k, v in data.items() if k not in ("tasks", "groups")}
+    return table(["task", "version", "documents", "shots", *names], rows, cls="data harness") + kv_table(
+        [(k, fmt_num(v)) for k, v in flatten(rest).items()][:20]
+    )
 
 
 def mixture_stages_table(fs, full: str, size: int) -> str:
@@ -320,12 +349,21 @@ KINDS = [
     ("stats.json", "Counts", stats_summary),
     ("metrics.jsonl", "Training", train_summary),
     ("results.json", "Evaluation results", results_summary),
+    ("metrics.json", "Harness tasks", harness_summary),
     ("forecast.json", "Forecast", forecast_summary),
+    ("check.json", "Forecast check", check_summary),
 ]
 
 
 def step_summaries(
-    fs, root: int, step_rel: str, step_full: str, files: dict[str, dict], fn: str, curves: CurveOptions | None = None
+    fs,
+    root: int,
+    step_rel: str,
+    step_full: str,
+    files: dict[str, dict],
+    fn: str,
+    curves: CurveOptions | None = None,
+    checks: list[dict] | None = None,
 ) -> str:
     """HTML sections for every well-known file among `files` (name -> ls entry, top level)."""
     out = []
@@ -343,7 +381,7 @@ def step_summaries(
         try:
             size = files[name].get("size") or 0
             if render is forecast_summary:
-                body = render(fs, f"{step_full}/{name}", size, root, step_rel)
+                body = render(fs, f"{step_full}/{name}", size, root, step_rel, checks)
             elif render is train_summary:
                 body = render(fs, f"{step_full}/{name}", size, curves)
             else:
