@@ -116,3 +116,24 @@ def test_bad_configs_and_empty_eval_sets_fail_naming_the_field(corpus, tmp_path)
                 output_path=str(tmp_path / "e"),
             )
         )
+
+
+def test_words_are_datatrove_s_word_tokenize_of_the_simplified_text(corpus):
+    """The step tokenizes each space-separated piece once (a memo); the words must be datatrove's own."""
+    from datatrove.utils.text import simplify_text
+    from datatrove.utils.word_tokenizers import load_word_tokenizer
+
+    from marin.processing.decontaminate import _memo_words
+    from tests.data_docs import read_shard
+
+    tokenizer = load_word_tokenizer("eng")
+    words = _memo_words(tokenizer, max_memo=50)
+    texts = [d["text"] for p in sorted((corpus / "train").iterdir()) for d in read_shard(p)]
+    texts += [
+        "I cannot go, gonna wanna don't it's 3.5% — naïve café e-mail U.S.A. hello@x.com :) 😀 ...",
+        "",
+        "   ",
+        "a\u00a0b\u2003c\td\n\ne",
+    ]
+    for text in texts:
+        assert words(simplify_text(text)) == tokenizer.word_tokenize(simplify_text(text))
