@@ -20,6 +20,7 @@ from __future__ import annotations
 from marin.download.download import DownloadConfig, download
 from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
+from marin.processing.decontaminate import DecontaminateConfig, decontaminate
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.filter import (
     C4QualityConfig,
@@ -30,6 +31,8 @@ from marin.processing.filter import (
     LanguageConfig,
     filter_documents,
 )
+from marin.processing.quality_classifier import TrainQualityClassifierConfig, train_quality_classifier
+from marin.processing.quality_filter import QualityFilterConfig, quality_filter
 from marin.processing.tokenize import TokenizeConfig, tokenize
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 
@@ -38,6 +41,10 @@ StepInput = ExecutorStep | InputName | str
 
 def _input(value: StepInput) -> InputName | str:
     return output_path_of(value) if isinstance(value, ExecutorStep) else value
+
+
+def _inputs(value: StepInput | list[StepInput]) -> tuple[InputName | str, ...]:
+    return tuple(_input(v) for v in (value if isinstance(value, list | tuple) else [value]))
 
 
 def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> ExecutorStep:
@@ -198,6 +205,84 @@ def default_tokenize(
     )
 
 
+def default_quality_classifier(
+    name: str,
+    positive: StepInput | list[StepInput],
+    negative: StepInput | list[StepInput],
+    **options,
+) -> ExecutorStep:
+    """A fastText classifier telling `positive` documents (steps or paths) from `negative` ones, in classifiers/NAME.
+
+    `options` are TrainQualityClassifierConfig fields (validation_fraction, seed, epoch, dim, bucket, ...).
+    """
+    return ExecutorStep(
+        name=f"classifiers/{name}",
+        fn=train_quality_classifier,
+        config=TrainQualityClassifierConfig(
+            positive_paths=_inputs(positive),
+            negative_paths=_inputs(negative),
+            output_path=this_output_path(),
+            **options,
+        ),
+        resources=ResourceConfig(cpu=1),
+    )
+
+
+def default_quality_filter(
+    name: str,
+    documents: StepInput,
+    classifier: StepInput,
+    *,
+    threshold: float | None = 0.5,
+    keep_fraction: float | None = None,
+    attribute: str = "quality_score",
+    workers: int = 1,
+) -> ExecutorStep:
+    """The documents `classifier` scores at least `threshold` (or the best `keep_fraction`), in quality/NAME."""
+    return ExecutorStep(
+        name=f"quality/{name}",
+        fn=quality_filter,
+        config=QualityFilterConfig(
+            input_path=_input(documents),
+            classifier=_input(classifier),
+            output_path=this_output_path(),
+            threshold=None if keep_fraction is not None else threshold,
+            keep_fraction=keep_fraction,
+            attribute=attribute,
+            workers=workers,
+        ),
+        resources=ResourceConfig(cpu=workers),
+    )
+
+
+def default_decontaminate(
+    name: str,
+    documents: StepInput,
+    eval_sets: dict[str, StepInput],
+    *,
+    n_grams: int = 13,
+    min_overlapping_ngrams: int = 1,
+    mode: str = "remove",
+    workers: int = 1,
+) -> ExecutorStep:
+    """`documents` without (mode "remove") or marking (mode "mark") those sharing n-grams with `eval_sets`,
+    in decontaminated/NAME, with contamination.jsonl saying what overlapped with what."""
+    return ExecutorStep(
+        name=f"decontaminated/{name}",
+        fn=decontaminate,
+        config=DecontaminateConfig(
+            input_path=_input(documents),
+            eval_sets={k: _input(v) for k, v in eval_sets.items()},
+            output_path=this_output_path(),
+            n_grams=n_grams,
+            min_overlapping_ngrams=min_overlapping_ngrams,
+            mode=mode,
+            workers=workers,
+        ),
+        resources=ResourceConfig(cpu=workers),
+    )
+
+
 # The second half of an experiment (train, evaluate, scaling ladder) lives in defaults_training.py;
 # re-exported here so that an experiment imports every helper from one place.
 from experiments.defaults_training import (  # noqa: E402
@@ -212,10 +297,13 @@ from experiments.defaults_training import (  # noqa: E402
 __all__ = [
     "TUTORIAL_LADDER",
     "Ladder",
+    "default_decontaminate",
     "default_dedup",
     "default_download",
     "default_eval",
     "default_filter",
+    "default_quality_classifier",
+    "default_quality_filter",
     "default_tokenize",
     "default_tokenizer",
     "default_train",

@@ -68,3 +68,60 @@ def test_empty_input_fails_clearly(tmp_path):
     write_shard(tmp_path / "in" / "part-00000.jsonl.gz", [])
     with pytest.raises(EmptyInputError, match="no documents"):
         train_tokenizer(TrainTokenizerConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "o")))
+
+
+AGREEMENT_TEXTS = [
+    "The river walked to the garden.",
+    "",
+    "   ",
+    " leading and trailing spaces ",
+    "line one\nline two\n\n",
+    "Ünïcödé ✓ 漢字 and emoji 🎉\ttab",
+    "a literal <|begin_of_text|> inside the text",
+]
+
+
+def test_levanter_transformers_and_the_tokenize_step_give_the_same_ids_with_bos_and_eos_once(corpus, tmp_path):
+    """The tokenizer's own post-processor frames every text, so nobody adds bos/eos (or spaces) a second time."""
+    from levanter.compat.hf_checkpoints import load_tokenizer
+    from levanter.data.text import TextLmDatasetFormat, UrlSingleDatasetLMConfig, preprocessor_for_format
+    from transformers import AutoTokenizer
+
+    from marin.processing.tokenize import TokenizeConfig, tokenize
+
+    tok = str(tmp_path / "tok")
+    train_tokenizer(TrainTokenizerConfig(input_path=str(corpus), output_path=tok, vocab_size=300))
+    texts = AGREEMENT_TEXTS + [d["text"] for d in _corpus_docs(corpus)[:5]]
+
+    hf = AutoTokenizer.from_pretrained(tok)
+    transformers_ids = [hf(t)["input_ids"] for t in texts]
+
+    batch_tokenizer = preprocessor_for_format(
+        TextLmDatasetFormat(), load_tokenizer(tok), enforce_bos=True, enforce_eos=True
+    )
+    assert not batch_tokenizer._need_to_add_bos and not batch_tokenizer._need_to_add_eos
+    levanter_ids = [list(r["input_ids"]) for r in batch_tokenizer([{"text": t} for t in texts])]
+
+    write_shard(tmp_path / "docs" / "part-00000.jsonl.gz", [doc(f"a{i}", t) for i, t in enumerate(texts)])
+    out = str(tmp_path / "tokenized")
+    tokenize(TokenizeConfig(input_path=str(tmp_path / "docs"), tokenizer=tok, output_path=out, validation_fraction=0.0))
+    cache = UrlSingleDatasetLMConfig(
+        cache_dir=out, tokenizer=tok, format=TextLmDatasetFormat(), train_urls=[], validation_urls=[]
+    ).build_or_load_cache("train", monitors=False)
+    step_ids = [list(r["input_ids"]) for r in cache.get_batch_sync(list(range(len(texts))))]
+
+    assert transformers_ids == levanter_ids == step_ids
+    bos, eos = hf.bos_token_id, hf.eos_token_id
+    for text, ids in zip(texts, step_ids, strict=True):
+        assert ids[0] == bos and ids[-1] == eos
+        assert hf.decode(ids, skip_special_tokens=True) == text.replace("<|begin_of_text|>", "")
+        if "<|" not in text:
+            assert ids.count(bos) == 1 and ids.count(eos) == 1
+    assert step_ids[1] == [bos, eos]
+    assert step_ids[6].count(bos) == 2  # a literal special-token string in the text is that token, everywhere
+
+
+def _corpus_docs(corpus) -> list[dict]:
+    from tests.data_docs import read_shard
+
+    return [d for p in sorted(corpus.iterdir()) for d in read_shard(p)]
