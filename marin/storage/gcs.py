@@ -158,6 +158,7 @@ class ResumableWriter(PartWriter):
             )
         super().__init__(path, part_size)
         self._session: str | None = None
+        self._write_id = uuid.uuid4().hex
 
     def _put_whole(self, data: bytes) -> None:
         _upload(self.path, data, None)
@@ -165,7 +166,7 @@ class ResumableWriter(PartWriter):
     def _start(self) -> None:
         _, _, upload_url = _urls(self.path)
         _, key = _split(self.path)
-        body = json.dumps({"name": key, "metadata": {WRITE_ID_KEY: uuid.uuid4().hex}}).encode()
+        body = json.dumps({"name": key, "metadata": {WRITE_ID_KEY: self._write_id}}).encode()
         headers = {
             "Content-Type": "application/json; charset=UTF-8",
             "X-Upload-Content-Type": "application/octet-stream",
@@ -217,6 +218,8 @@ class ResumableWriter(PartWriter):
                     raise FileNotFoundError(f"upload session of {self.path} is gone (HTTP {status}: {answer[:200]!r})")
                 held = _held(answer_headers)
             if held is None:
+                if total == "*":
+                    raise OSError(f"upload session of {self.path} was finalized before its last chunk")
                 return
             if held < offset:
                 raise OSError(f"upload session of {self.path} lost bytes it had acknowledged ({held} < {offset})")
@@ -233,7 +236,14 @@ class ResumableWriter(PartWriter):
         self._put_chunk(offset, data, "*")
 
     def _finish(self, number: int, offset: int, data: bytes) -> None:
-        self._put_chunk(offset, data, str(offset + len(data)))
+        try:
+            self._put_chunk(offset, data, str(offset + len(data)))
+        except FileNotFoundError:
+            # the session is gone: it is, if our last chunk landed and only its answer was lost
+            meta = _metadata(self.path) or {}
+            ours = (meta.get("metadata") or {}).get(WRITE_ID_KEY) == self._write_id
+            if not (ours and int(meta.get("size", -1)) == offset + len(data)):
+                raise
 
     def _abort(self) -> None:
         if self._session:

@@ -78,6 +78,10 @@ class AtomicFileWriter(io.BufferedIOBase):
     def tell(self) -> int:
         return self._file.tell()
 
+    def flush(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+
     def close(self) -> None:
         if self.closed:
             return
@@ -108,7 +112,7 @@ class AtomicFileWriter(io.BufferedIOBase):
             self.close()
 
     def __del__(self) -> None:
-        if not self.closed:
+        if "_file" in self.__dict__ and not self.closed:
             self.discard()
 
 

@@ -176,7 +176,7 @@ class PartWriter(io.BufferedIOBase):
 
     def __del__(self) -> None:
         # io.IOBase would close (publish) a stream dropped unclosed; an unfinished write must not appear
-        if not self.closed:
+        if "_buf" in self.__dict__ and not self.closed:
             self.discard()
 
 
