@@ -224,7 +224,7 @@ def test_big_objects_go_up_and_down_intact_through_faults(bucket_prefix, fault_e
         assert _s3_etag(storage.join(prefix, "big-0.bin")).endswith('-3"')
 
 
-@pytest.mark.parametrize("store", ["s3"])
+@pytest.mark.parametrize("store", BUCKETS)
 def test_an_object_replaced_while_streamed_fails_the_read_instead_of_mixing_versions(bucket_prefix, store, small_parts):
     path = storage.join(bucket_prefix(store), "x.bin")
     storage.write_bytes(path, _data(3 * MiB, seed=4))

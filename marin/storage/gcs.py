@@ -17,7 +17,8 @@ on gcsfs's own aiohttp session (same credentials, same emulator endpoint) and re
   256 KiB), the last one carrying the total size, which finalizes the object. A chunk that fails is
   resent from the offset the session reports as persisted. An unfinished session is invisible and
   expires after a week;
-- reads of large objects are ranged GETs pinned with `ifGenerationMatch` to the generation first seen;
+- reads of large objects are ranged GETs of the generation first seen (`generation=`): once the object
+  is replaced or deleted they fail with ObjectChanged instead of mixing two versions;
 - copies are `rewriteTo` calls, several for a large object (each returns a token to continue with).
 """
 
@@ -269,13 +270,13 @@ class GcsBackend(Backend):
             return b""
         _, media_url, _ = _urls(path)
         headers = {"Range": f"bytes={start}-{end - 1}"}
-        params = {"ifGenerationMatch": generation} if generation else None
+        params = {"generation": generation} if generation else None
         status, _, body = with_retries(
             lambda: _request("GET", media_url, params=params, headers=headers, ok=(200, 206)), what=f"read {path}"
         )
         if status == 404:
             if generation:
-                raise ObjectChanged(f"{path} was deleted while being read")
+                raise ObjectChanged(f"{path} was replaced or deleted while being read (generation {generation})")
             raise FileNotFoundError(path)
         if status == 412:
             raise ObjectChanged(f"{path} was replaced while being read (generation {generation})")
