@@ -131,6 +131,11 @@ def _put(path: str, data: bytes, **conditions) -> str | None:
     return None
 
 
+def _body(data) -> bytes | bytearray:
+    """botocore takes bytes or a bytearray, not a memoryview (a part sliced out of a large write)."""
+    return data if isinstance(data, bytes | bytearray) else bytes(data)
+
+
 class MultipartWriter(PartWriter):
     """Streams an object up: one PutObject when it fits one part, else a multipart upload."""
 
@@ -146,8 +151,8 @@ class MultipartWriter(PartWriter):
         self._write_id = uuid.uuid4().hex
         self._etags: list[dict] = []
 
-    def _put_whole(self, data: bytes) -> None:
-        _put(self.path, data)
+    def _put_whole(self, data) -> None:
+        _put(self.path, _body(data))
 
     def _start(self) -> None:
         answer = with_retries(
@@ -158,7 +163,8 @@ class MultipartWriter(PartWriter):
         )
         self._upload = answer["UploadId"]
 
-    def _send_part(self, number: int, offset: int, data: bytes) -> None:
+    def _send_part(self, number: int, offset: int, data) -> None:
+        data = _body(data)
         if number > MAX_PARTS:
             raise ValueError(f"{self.path}: more than {MAX_PARTS} parts; raise MARIN_STORAGE_PART_BYTES")
         answer = with_retries(  # a part sent twice under the same number simply replaces itself

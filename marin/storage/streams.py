@@ -71,7 +71,8 @@ class ObjectChanged(OSError):
 class PartWriter(io.BufferedIOBase):
     """A write stream that publishes its object on `close()` and never before.
 
-    Subclasses implement four requests: `_put_whole` (an object of at most one part, one request),
+    Subclasses implement four requests (each gets a bytes-like object: a bytearray or a memoryview):
+    `_put_whole` (an object of at most one part, one request),
     `_start` (open an upload session), `_send_part` (one full part) and `_finish` (the last part, which
     commits the object), plus `_abort` (best effort: the session is invisible either way).
     """
@@ -111,11 +112,12 @@ class PartWriter(io.BufferedIOBase):
         return self._offset + len(self._buf)
 
     def _send(self, data) -> None:
+        """Sends one full part (a bytearray or a memoryview slice: no copy is made here)."""
         if not self._started:
             self._start()
             self._started = True
         self._parts += 1
-        self._send_part(self._parts, self._offset, bytes(data))
+        self._send_part(self._parts, self._offset, data)
         self._offset += len(data)
 
     def write(self, b) -> int:
@@ -128,8 +130,9 @@ class PartWriter(io.BufferedIOBase):
             take = self.part_size - len(self._buf)
             self._buf += view[:take]
             view = view[take:]
-            self._send(self._buf)
-            self._buf.clear()
+            full, self._buf = self._buf, bytearray()  # a fresh buffer: the client may still hold the old one
+            self._send(full)
+            del full
         while len(view) > self.part_size:
             self._send(view[: self.part_size])
             view = view[self.part_size :]
@@ -142,9 +145,9 @@ class PartWriter(io.BufferedIOBase):
             return
         try:
             if self._started:
-                self._finish(self._parts + 1, self._offset, bytes(self._buf))
+                self._finish(self._parts + 1, self._offset, self._buf)
             else:
-                self._put_whole(bytes(self._buf))
+                self._put_whole(self._buf)
         except BaseException:
             self._discard_session()
             raise
