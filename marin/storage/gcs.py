@@ -148,19 +148,6 @@ def _upload(path: str, data: bytes, if_generation_match: str | None) -> str | No
         return None
 
 
-def _upload_media(path: str, data) -> None:
-    """A plain overwrite in one request, the body sent as is (no precondition, so retried freely)."""
-    _, _, upload_url = _urls(path)
-    _, key = _split(path)
-    params = {"uploadType": "media", "name": key}
-    headers = {"Content-Type": "application/octet-stream"}
-    status, _, answer = with_retries(
-        lambda: _request("POST", upload_url, params=params, headers=headers, data=data), what=f"write {path}"
-    )
-    if status != 200:
-        raise FileNotFoundError(f"could not write {path}: HTTP {status} {answer[:200]!r}")
-
-
 class ResumableWriter(PartWriter):
     """Streams an object up: one multipart upload when it fits one part, else a resumable session."""
 
@@ -175,7 +162,7 @@ class ResumableWriter(PartWriter):
         self._write_id = uuid.uuid4().hex
 
     def _put_whole(self, data) -> None:
-        _upload_media(self.path, data)
+        _upload(self.path, data, None)
 
     def _start(self) -> None:
         _, _, upload_url = _urls(self.path)
