@@ -150,11 +150,11 @@ def clear_storage_caches() -> None:
     """Forgets every cached filesystem and client, so that new endpoint variables take effect."""
     import fsspec
 
-    from marin.storage import s3_conditional
+    from marin.storage.backends import reset_clients
     from marin.storage.paths import _filesystem_for
 
     _filesystem_for.cache_clear()
-    s3_conditional._clients.clear()
+    reset_clients()
     for protocol in ("gcs", "s3"):
         fsspec.get_filesystem_class(protocol).clear_instance_cache()
 

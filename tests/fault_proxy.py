@@ -62,6 +62,8 @@ class FaultProxy:
         self._connections: set[socket.socket] = set()
         self._scripted: list[str | None] = []
         self._rules: list[Rule] = []
+        self.applies_to: Callable[[Request], bool] | None = None
+        """When set, random faults hit only the requests it accepts (scripted faults still hit any)."""
 
     @property
     def url(self) -> str:
@@ -146,7 +148,7 @@ class FaultProxy:
         with self._lock:
             self._scripted.extend(faults)
 
-    def _draw(self) -> str | None:
+    def _draw(self, request: Request | None = None) -> str | None:
         """The fault for the next request: None, 'error', 'reset_before' or 'reset_after'."""
         with self._lock:
             self.counts["requests"] += 1
@@ -155,6 +157,8 @@ class FaultProxy:
                 fault = self._scripted.pop(0)
                 if fault is None:
                     return None
+            elif self.applies_to is not None and request is not None and not self.applies_to(request):
+                return None
             elif x < self.error_rate:
                 fault = "error"
             elif x < self.error_rate + self.reset_rate:
@@ -250,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
             if held.drop:
                 self._reset()
                 return
-        fault = proxy._draw()
+        fault = proxy._draw(request)
         if proxy.latency_s:
             time.sleep(proxy.latency_s)
         if fault == "error":

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from marin.storage import delete, is_local, join, read_bytes, strip_protocol, upload_file
+from marin.storage import delete, is_local, join, put_file, read_bytes, strip_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ class _Spiller:
 
     def _upload(self, rel: str) -> None:
         local = os.path.join(self.local, rel)
-        upload_file(local, join(self.cache_dir, rel.replace(os.sep, "/")))
+        put_file(local, join(self.cache_dir, rel.replace(os.sep, "/")))
         os.unlink(local)
         self.spilled.add(rel)
 

@@ -1,62 +1,41 @@
-"""Whole-object reads and writes, listing and deletion.
+"""The file API every module uses: whole small objects, streams for big ones, listing and deletion.
 
-Local writes are published atomically (temporary file, fsync, rename), so a reader never sees half a
-file; a bucket write is a single object upload, which is atomic by nature. Missing files read as
+Each call goes to the backend of its path (`backend_for`, marin.storage.backends): a local folder,
+GCS or S3 on their raw APIs (one request per small operation, our own quick retries), or plain fsspec.
+Writes are atomic everywhere: a temporary file and a rename locally, one upload or a finished
+multipart/resumable upload on a bucket, so a reader never sees half an object. Missing files read as
 `None` where that is the common case (status files), never as an exception the caller must catch.
-On gs:// and s3:// these go through the raw object clients (`gcs_conditional`, `s3_conditional`):
-one request per operation and our own quick retries, instead of gcsfs's multi-second backoff.
+
+Objects of any size go through `open_write` / `open_read` (or `put_file` / `get_file` for a local
+file): parts of MARIN_STORAGE_PART_BYTES up, ranges of MARIN_STORAGE_READ_BYTES down, never the whole
+object in memory (marin.storage.streams).
 """
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
+import random
+import shutil
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import IO
 
-from marin.storage.paths import filesystem, is_local, protocol_of, strip_protocol
-from marin.storage.retry import with_retries
+from marin.storage.backends import backend_for
+from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
+from marin.storage.paths import is_local, protocol_of, strip_protocol
 
 REMOTE_PARALLELISM = 64
 FSYNC = os.environ.get("MARIN_FSYNC", "1") != "0"
 """On local storage, a step's outputs, its manifest and their folders are fsynced before SUCCESS is written
 (marin.storage.staging), so SUCCESS survives power loss, not only process crashes. MARIN_FSYNC=0 turns it off."""
-
-
-def _object_api(path: str):
-    """The raw object module for gs:// and s3:// (one request per op, our retries), else None."""
-    protocol = protocol_of(path)
-    if protocol in ("gs", "gcs"):
-        from marin.storage import gcs_conditional
-
-        return gcs_conditional
-    if protocol in ("s3", "s3a"):
-        from marin.storage import s3_conditional
-
-        return s3_conditional
-    return None
+COPY_BUFFER = 8 << 20
 
 
 def read_bytes(path: str) -> bytes | None:
     """The content of `path`, or None when it does not exist."""
-    if is_local(path):
-        try:
-            with open(strip_protocol(path), "rb") as f:
-                return f.read()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-    api = _object_api(path)
-    if api is not None:
-        return api.read_object(path)
-    fs = filesystem(path)
-
-    def _read():
-        try:
-            return fs.cat_file(path)
-        except FileNotFoundError:
-            return None
-
-    return with_retries(_read, what=f"read {path}")
+    return backend_for(path).read(path)
 
 
 def read_text(path: str) -> str | None:
@@ -76,40 +55,70 @@ def read_bytes_many(paths: Iterable[str]) -> list[bytes | None]:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    """Publishes `data` at `path` atomically, creating parent folders."""
-    if is_local(path):
-        local = strip_protocol(path)
-        parent = os.path.dirname(local) or "."
-        os.makedirs(parent, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=".tmp-", suffix="." + os.path.basename(local))
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, local)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return
-    api = _object_api(path)
-    if api is not None:
-        api.write_object(path, data)
-        return
-    fs = filesystem(path)
-    with_retries(lambda: fs.pipe_file(path, data), what=f"write {path}")
-
-
-def upload_file(local_file: str, path: str) -> None:
-    """Publishes the content of the local file `local_file` at `path` (as `write_bytes` does).
-
-    Made for big files (a Levanter cache's chunk files); a backend may stream it in parts.
-    """
-    with open(local_file, "rb") as f:
-        write_bytes(path, f.read())
+    """Publishes `data` at `path` atomically, creating parent folders (in parts when large)."""
+    backend_for(path).write(path, data)
 
 
 def write_text(path: str, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
+
+
+class _TextWriter(io.TextIOWrapper):
+    """Text over an atomic binary writer: leaving the `with` block by an exception publishes nothing."""
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            return super().__exit__(exc_type, exc, tb)
+        self.detach().discard()
+        return None
+
+
+def open_read(path: str, mode: str = "rb") -> IO:
+    """A stream over `path` ('rb' or 'r'); ranged reads on buckets. FileNotFoundError when absent."""
+    if mode not in ("rb", "r"):
+        raise ValueError(f"open_read mode must be 'rb' or 'r', got {mode!r} ({path})")
+    stream = backend_for(path).open_read(path)
+    return stream if mode == "rb" else io.TextIOWrapper(stream, encoding="utf-8")
+
+
+def open_write(path: str, mode: str = "wb", part_bytes: int | None = None) -> IO:
+    """A stream ('wb' or 'w') whose content appears at `path` only once closed without error.
+
+    Use it as a context manager: an exception inside the block discards everything written (the
+    previous object, if any, stays). On GCS/S3 the bytes go up in parts of `part_bytes` (default
+    MARIN_STORAGE_PART_BYTES, 64 MiB) while you write; locally into a temporary file, renamed on close.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"open_write mode must be 'wb' or 'w', got {mode!r} ({path})")
+    stream = backend_for(path).open_write(path, part_bytes)
+    return stream if mode == "wb" else _TextWriter(stream, encoding="utf-8")
+
+
+def put_file(local: str, path: str, part_bytes: int | None = None) -> None:
+    """Uploads the local file `local` to `path`, streamed in parts (atomic, like `open_write`)."""
+    with open(strip_protocol(local), "rb") as src, open_write(path, part_bytes=part_bytes) as dst:
+        shutil.copyfileobj(src, dst, COPY_BUFFER)
+
+
+def get_file(path: str, local: str) -> None:
+    """Downloads `path` into the local file `local`, streamed (atomic: a temporary file, then a rename)."""
+    with open_read(path) as src, open_write(strip_protocol(local)) as dst:
+        shutil.copyfileobj(src, dst, COPY_BUFFER)
+
+
+def copy(source: str, target: str) -> None:
+    """Copies an object of any size: on the server when both are on one store, else streamed through."""
+    if protocol_of(source) == protocol_of(target) or (is_local(source) and is_local(target)):
+        if not backend_for(source).copy(source, target):
+            raise FileNotFoundError(source)
+        return
+    with open_read(source) as src, open_write(target) as dst:
+        shutil.copyfileobj(src, dst, COPY_BUFFER)
+
+
+def size(path: str) -> int | None:
+    """The size of the object `path` in bytes, None when it does not exist."""
+    return backend_for(path).size(path)
 
 
 def append_line(path: str, line: str) -> None:
@@ -135,11 +144,6 @@ def append_line(path: str, line: str) -> None:
         finally:
             os.close(fd)
         return
-    import random
-    import time
-
-    from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
-
     attempted: bytes | None = None
     for attempt in range(200):
         current = read_with_version(path)
@@ -158,13 +162,7 @@ def append_line(path: str, line: str) -> None:
 
 
 def exists(path: str) -> bool:
-    if is_local(path):
-        return os.path.exists(strip_protocol(path))
-    api = _object_api(path)
-    if api is not None:
-        return api.object_exists(path) or bool(api.list_names(path))
-    fs = filesystem(path)
-    return with_retries(lambda: fs.exists(path), what=f"exists {path}")
+    return backend_for(path).exists(path)
 
 
 def makedirs(path: str) -> None:
@@ -175,47 +173,9 @@ def makedirs(path: str) -> None:
 
 def list_dir(path: str) -> list[str]:
     """Names (not paths) of the entries directly under `path`; [] when it does not exist."""
-    if is_local(path):
-        try:
-            return sorted(os.listdir(strip_protocol(path)))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-    api = _object_api(path)
-    if api is not None:
-        return api.list_names(path)
-    fs = filesystem(path)
-
-    def _ls():
-        try:
-            entries = fs.ls(path, detail=False, refresh=True)
-        except FileNotFoundError:
-            return []
-        return sorted({e.rstrip("/").rsplit("/", 1)[-1] for e in entries})
-
-    return with_retries(_ls, what=f"list {path}")
+    return backend_for(path).list_names(path)
 
 
 def delete(path: str, recursive: bool = False) -> None:
     """Deletes a file (or a folder with recursive=True); missing paths are fine."""
-    if is_local(path):
-        local = strip_protocol(path)
-        if os.path.isdir(local) and recursive:
-            import shutil
-
-            shutil.rmtree(local, ignore_errors=True)
-        elif os.path.lexists(local):
-            os.unlink(local)
-        return
-    api = _object_api(path)
-    if api is not None and not recursive:
-        api.delete_object(path)
-        return
-    fs = filesystem(path)
-
-    def _rm():
-        try:
-            fs.rm(path, recursive=recursive)
-        except FileNotFoundError:
-            pass
-
-    with_retries(_rm, what=f"delete {path}")
+    backend_for(path).delete(path, recursive=recursive)

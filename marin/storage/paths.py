@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import os
 
+from marin.storage.layout import ATTEMPT_PREFIX
+
 LOCAL_PROTOCOLS = ("", "file", "local")
 
 
@@ -96,13 +98,22 @@ def open_url(path: str, mode: str = "r"):
     return fsspec.open(path, mode)
 
 
+def published_path(path: str) -> str:
+    """A path inside a staging folder (marin.storage.staging) at the place it will be published:
+    `<out>/<attempt folder>/rest` -> `<out>/rest`; any other path unchanged."""
+    marker = f"/{ATTEMPT_PREFIX}"
+    if marker not in path:
+        return path
+    head, _, tail = path.partition(marker)
+    _, _, rest = tail.partition("/")
+    return join(head, rest) if rest else head
+
+
 def portable_path(path: str, output_path: str) -> str:
     """`path` as a step should write it into its outputs: relative to `output_path` when both live on
     the same storage (so the bytes do not depend on the prefix), unchanged otherwise (an external URL).
     Both are taken where they are published: a step writing into its attempt's staging folder records
     the paths its files will have in the final folder."""
-    from marin.storage.staging import published_path
-
     path, output_path = published_path(path), published_path(output_path)
     if protocol_of(path) != protocol_of(output_path):
         return path

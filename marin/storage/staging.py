@@ -26,11 +26,14 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from marin.storage.files import FSYNC, REMOTE_PARALLELISM, _object_api, list_dir, write_bytes
+from marin.storage.backends import backend_for
+from marin.storage.files import FSYNC, REMOTE_PARALLELISM, list_dir, write_bytes
 from marin.storage.layout import ATTEMPT_PREFIX as ATTEMPT
 from marin.storage.layout import EXECUTOR_FILE_PREFIX
 from marin.storage.layout import TRASH_DIR as TRASH
+from marin.storage.layout import is_bookkeeping as _is_bookkeeping
 from marin.storage.paths import is_local, join, strip_protocol
+from marin.storage.paths import published_path as published_path  # re-exported: steps import it from here
 
 
 class Fenced(RuntimeError):
@@ -39,16 +42,6 @@ class Fenced(RuntimeError):
 
 def staging_path(output_path: str, attempt: str) -> str:
     return join(output_path, ATTEMPT + attempt)
-
-
-def published_path(path: str) -> str:
-    """`<out>/<attempt folder>/rest` -> `<out>/rest`; any other path unchanged."""
-    marker = f"/{ATTEMPT}"
-    if marker not in path:
-        return path
-    head, _, tail = path.partition(marker)
-    _, _, rest = tail.partition("/")
-    return join(head, rest) if rest else head
 
 
 def attempts(output_path: str) -> list[str]:
@@ -77,11 +70,11 @@ def adopt(previous: str, target: str) -> None:
             if name.startswith(EXECUTOR_FILE_PREFIX) and os.path.isfile(os.path.join(dst, name)):
                 os.unlink(os.path.join(dst, name))
         return
-    api = _object_api(previous)
+    store = backend_for(previous)
     names = [
-        rel for rel, _ in api.list_files(previous) if not (rel.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
+        rel for rel, _ in store.list_files(previous) if not (rel.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
     ]
-    _parallel(lambda rel: api.copy_object(join(previous, rel), join(target, rel)), names)
+    _parallel(lambda rel: store.copy(join(previous, rel), join(target, rel)), names)
     discard(previous)
 
 
@@ -90,8 +83,8 @@ def discard(staging: str) -> None:
     if is_local(staging):
         shutil.rmtree(strip_protocol(staging), ignore_errors=True)
         return
-    api = _object_api(staging)
-    _parallel(lambda rel: api.delete_object(join(staging, rel)), [rel for rel, _ in api.list_files(staging)])
+    store = backend_for(staging)
+    _parallel(lambda rel: store.delete(join(staging, rel)), [rel for rel, _ in store.list_files(staging)])
 
 
 def discard_all(output_path: str) -> None:
@@ -136,7 +129,7 @@ def publish_commit_file(staging: str, output_path: str, name: str) -> None:
         except FileNotFoundError as exc:
             raise Fenced(f"{source} is gone: another runner took {output_path} over") from exc
         return
-    if not _object_api(source).copy_object(source, target):
+    if not backend_for(source).copy(source, target):
         raise Fenced(f"{source} is gone: another runner took {output_path} over")
 
 
@@ -169,14 +162,12 @@ def prepare_publication(staging: str, output_path: str) -> Publication:
         if stale:
             os.makedirs(os.path.join(src, TRASH), exist_ok=True)
         return Publication(staging, output_path, outputs, stale)
-    from marin.storage.manifest import _is_bookkeeping
-
-    api = _object_api(staging)
-    outputs = sorted(rel for rel, _ in api.list_files(staging) if not _is_bookkeeping(rel))
+    store = backend_for(staging)
+    outputs = sorted(rel for rel, _ in store.list_files(staging) if not _is_bookkeeping(rel))
     wanted = set(outputs)
     stale = sorted(
         (rel, version)
-        for rel, version in api.list_versions(output_path)
+        for rel, version in store.list_versions(output_path)
         if not _is_bookkeeping(rel) and rel not in wanted
     )
     return Publication(staging, output_path, outputs, stale)
@@ -203,11 +194,11 @@ def publish(pub: Publication) -> None:
         except FileNotFoundError as exc:
             raise Fenced(gone) from exc
         return
-    api = _object_api(pub.staging)
-    removed = _parallel(lambda item: api.delete_if_unchanged(join(pub.output_path, item[0]), item[1]), pub.stale)
+    store = backend_for(pub.staging)
+    removed = _parallel(lambda item: store.delete_if_unchanged(join(pub.output_path, item[0]), item[1]), pub.stale)
     if not all(removed):
         raise Fenced(f"{pub.output_path} changed since it was listed: another runner took it over")
-    copied = _parallel(lambda rel: api.copy_object(join(pub.staging, rel), join(pub.output_path, rel)), pub.outputs)
+    copied = _parallel(lambda rel: store.copy(join(pub.staging, rel), join(pub.output_path, rel)), pub.outputs)
     if not all(copied):
         raise Fenced(gone)
 

@@ -1,0 +1,237 @@
+"""The local backend: a folder on this machine's file system (plain paths and file:// URLs).
+
+Every publication is a temporary file in the target's folder (`.tmp-<random>.<name>`), renamed over the
+target once complete, so a reader sees the old file or the new one, never half of one; a process
+killed mid-write leaves only the temporary file, which manifests and publication skip. Conditional
+writes compare a version token (inode, mtime, size) under an `flock` of the folder; create-if-absent
+is a `link()` of a complete temporary file, which fails if the name exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import shutil
+import tempfile
+from typing import BinaryIO
+
+from marin.storage.interface import Backend, VersionedBytes
+
+TEMP_PREFIX = ".tmp-"
+
+
+def local_path(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def _token(st: os.stat_result) -> str:
+    return f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
+
+
+def _current_token(path: str) -> str | None:
+    try:
+        return _token(os.stat(path))
+    except FileNotFoundError:
+        return None
+
+
+def _temp_in(folder: str, name: str) -> tuple[int, str]:
+    return tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="." + name)
+
+
+def _write_temp(folder: str, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX + "cond-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return tmp
+
+
+@contextlib.contextmanager
+def _folder_lock(path: str):
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+class AtomicFileWriter(io.BufferedIOBase):
+    """Writes a temporary file next to `path` and renames it over `path` on `close()`."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+        folder = os.path.dirname(path) or "."
+        os.makedirs(folder, exist_ok=True)
+        fd, self._tmp = _temp_in(folder, os.path.basename(path))
+        self._file = os.fdopen(fd, "wb")
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        return self._file.write(b)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def flush(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._file.close()
+            os.replace(self._tmp, self.path)
+        except BaseException:
+            self._remove_temp()
+            raise
+        finally:
+            super().close()
+
+    def discard(self) -> None:
+        if self.closed:
+            return
+        self._file.close()
+        self._remove_temp()
+        super().close()
+
+    def _remove_temp(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        if "_file" in self.__dict__ and not self.closed:
+            self.discard()
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            with open(local_path(path), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        with open(local_path(path), "rb") as f:
+            f.seek(start)
+            return f.read(end - start)
+
+    def write(self, path: str, data: bytes) -> None:
+        with AtomicFileWriter(local_path(path)) as f:
+            f.write(data)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(local_path(path))
+
+    def size(self, path: str) -> int | None:
+        try:
+            return os.stat(local_path(path)).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def list_names(self, path: str) -> list[str]:
+        try:
+            return sorted(os.listdir(local_path(path)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def list_files(self, path: str) -> list[tuple[str, int]]:
+        base = local_path(path)
+        found = []
+        for dirpath, _, filenames in os.walk(base):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                if os.path.isfile(full):
+                    found.append((os.path.relpath(full, base), os.path.getsize(full)))
+        return sorted(found)
+
+    def delete(self, path: str, recursive: bool = False) -> None:
+        local = local_path(path)
+        if os.path.isdir(local) and recursive:
+            shutil.rmtree(local, ignore_errors=True)
+        elif os.path.lexists(local):
+            os.unlink(local)
+
+    def open_read(self, path: str) -> BinaryIO:
+        return open(local_path(path), "rb")
+
+    def open_write(self, path: str, part_bytes: int | None = None) -> BinaryIO:
+        return AtomicFileWriter(local_path(path))
+
+    def copy(self, source: str, target: str) -> bool:
+        try:
+            src = open(local_path(source), "rb")
+        except FileNotFoundError:
+            return False
+        with src, AtomicFileWriter(local_path(target)) as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
+        return True
+
+    # conditional writes -----------------------------------------------------------------------------
+
+    def list_versions(self, path: str) -> list[tuple[str, str]]:
+        base = local_path(path)
+        return [(rel, _current_token(os.path.join(base, rel)) or "") for rel, _ in self.list_files(path)]
+
+    def read_with_version(self, path: str) -> VersionedBytes | None:
+        try:
+            fd = os.open(local_path(path), os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        with os.fdopen(fd, "rb") as f:
+            return VersionedBytes(f.read(), _token(os.fstat(f.fileno())))
+
+    def create_if_absent(self, path: str, data: bytes) -> str | None:
+        path = local_path(path)
+        folder = os.path.dirname(path) or "."
+        os.makedirs(folder, exist_ok=True)
+        if not data:  # nothing to expose half-written: one exclusive create
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            except FileExistsError:
+                return None
+            return _current_token(path)
+        tmp = _write_temp(folder, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return None
+        else:
+            return _token(os.stat(tmp))
+        finally:
+            os.unlink(tmp)
+
+    def replace_if_unchanged(self, path: str, data: bytes, version: str) -> str | None:
+        path = local_path(path)
+        with _folder_lock(path):
+            if _current_token(path) != version:
+                return None
+            tmp = _write_temp(os.path.dirname(path) or ".", data)
+            os.replace(tmp, path)
+            return _token(os.stat(path))
+
+    def delete_if_unchanged(self, path: str, version: str) -> bool:
+        path = local_path(path)
+        with _folder_lock(path):
+            if _current_token(path) != version:
+                return False
+            os.unlink(path)
+            return True
+
+    def current_version(self, path: str) -> str | None:
+        return _current_token(local_path(path))
