@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-import marin.processing.dedup as dedup_mod
+import marin.processing.dedup_stages as dedup_stages
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.documents import BadDocumentError
 from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
@@ -107,29 +107,31 @@ def test_dedup_output_bytes_identical_across_one_and_two_workers_and_reruns(tmp_
 def test_a_crash_while_writing_resumes_redoing_only_the_missing_shards(tmp_path, monkeypatch, caplog):
     _corpus(tmp_path / "in", n_shards=4)
     cfg = DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out"))
-    real_encode = dedup_mod.encode_documents
-    calls = []
+    real_stream = dedup_stages.DocumentStream
+    opened = []
 
-    def crash_on_third_shard(docs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("simulated crash while writing shard 3 of 4")
-        return real_encode(docs)
+    class CrashOnThirdShard(real_stream):
+        def __init__(self, raw):
+            opened.append(1)
+            if len(opened) == 3:
+                raise RuntimeError("simulated crash while writing shard 3 of 4")
+            super().__init__(raw)
 
-    monkeypatch.setattr(dedup_mod, "encode_documents", crash_on_third_shard)
+    monkeypatch.setattr(dedup_stages, "DocumentStream", CrashOnThirdShard)
     with pytest.raises(RuntimeError, match="simulated crash"):
         dedup_documents(cfg)
     out = tmp_path / "out"
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*")}
     assert sorted(before) == ["part-00000.jsonl.gz", "part-00001.jsonl.gz"]
-    assert (out / ".work" / "plan.json").exists()
+    assert not list(out.glob(".tmp-*"))
 
-    monkeypatch.setattr(dedup_mod, "encode_documents", real_encode)
-    caplog.set_level(logging.INFO, logger="marin.processing.dedup")
+    monkeypatch.setattr(dedup_stages, "DocumentStream", real_stream)
+    caplog.set_level(logging.INFO)
     dedup_documents(cfg)
     written = [r.getMessage().split()[2] for r in caplog.records if r.getMessage().startswith("wrote shard")]
     assert written == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
-    assert any("reusing the finished plan" in r.getMessage() for r in caplog.records)
+    skipped = [r.getMessage() for r in caplog.records if "already done" in r.getMessage()]
+    assert [m.split(":")[1].strip() for m in skipped] == ["scan", "exact", "buckets", "resolve", "filter"]
     assert {p: (out / p).stat().st_mtime_ns for p in before} == before
 
     dedup_documents(DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "fresh")))
