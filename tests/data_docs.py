@@ -46,6 +46,18 @@ def read_shard(path: Path) -> list[dict]:
     return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines() if line.strip()]
 
 
+VOLATILE = b"<volatile>"
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    """Every file under root (hidden work files included) by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file under root (hidden work files included) by relative path.
+
+    A file the step lists in its volatile_files.txt (shard ledgers: where each shard ran) is there as
+    VOLATILE, as `marin verify` compares it: present, bytes not compared.
+    """
+    from marin.storage.manifest import VOLATILE_LIST, is_volatile
+
+    listed = root / VOLATILE_LIST
+    patterns = [line.strip() for line in listed.read_text().splitlines() if line.strip()] if listed.exists() else []
+    files = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+    return {rel: VOLATILE if is_volatile(rel, patterns) else p.read_bytes() for rel, p in files.items()}

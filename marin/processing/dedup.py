@@ -24,11 +24,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 from marin.processing import dedup_stages as stages
-from marin.processing.documents import EmptyInputError, list_shards, read_json_many, write_json
+from marin.processing.documents import EmptyInputError, list_shards, write_json
 from marin.processing.minhash import MinHashConfig
-from marin.processing.shards import run_shards, worker_pool
+from marin.sharding import LEDGERS, local_pool, run_shards
 from marin.step_config import StepConfig, input_field, output_field, unversioned
-from marin.storage import delete, join
+from marin.storage import delete, join, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -64,48 +64,60 @@ class DedupConfig(StepConfig):
             raise ValueError("DedupConfig: exact=False and fuzzy=None would remove nothing; enable one")
 
 
-def _stage(fn, tasks: list[tuple], config: DedupConfig, name: str, pool) -> list[dict]:
-    """Run one stage's tasks (skipping those whose stats exist) and return every task's stats."""
-    run_shards(
+def _stage(fn, config: DedupConfig, tasks: list, name: str, pool) -> list[dict]:
+    """Run one stage's tasks (a rerun skips those with a ledger); every task's stats, in task order."""
+    return run_shards(
         fn,
+        config,
         tasks,
-        workers=config.workers,
         desc=f"dedup: {name}",
-        done_path=lambda i: stages.stats_path(config, name, i),
+        ledger_dir=join(config.output_path, LEDGERS, f"dedup-{name}"),
+        workers=config.workers,
         pool=pool,
     )
-    return read_json_many([stages.stats_path(config, name, i) for i in range(len(tasks))])
 
 
 def dedup_documents(config: DedupConfig) -> dict:
     """Run the dedup step; returns the totals also written to stats.json."""
-    shards = list_shards(config.input_path)
-    parts = stages.partitions_for(config, len(shards))
+    paths = list_shards(config.input_path)
+    parts = stages.partitions_for(config, len(paths))
     logger.info(
         "deduplicating %d shards (%d partitions) from %s into %s",
-        len(shards),
+        len(paths),
         parts,
         config.input_path,
         config.output_path,
     )
     exact_tasks = parts if config.exact else 0
     bucket_tasks = config.fuzzy.num_buckets * parts if config.fuzzy is not None else 0
-    with worker_pool(config.workers) as pool:
-        scans = _stage(stages.scan_shard, [(config, i, p, parts) for i, p in enumerate(shards)], config, "scan", pool)
+    write_volatile_list(config.output_path, [LEDGERS + "/"])
+    with local_pool(config.workers) as pool:
+        scans = _stage(
+            stages.scan_shard, config, [stages.ScanTask(i, p, parts) for i, p in enumerate(paths)], "scan", pool
+        )
         if sum(s["documents"] for s in scans) == 0:
             raise EmptyInputError(f"dedup: no documents in input path {config.input_path}")
-        _stage(stages.exact_partition, [(config, p, scans) for p in range(exact_tasks)], config, "exact", pool)
+        offsets = [stages.Offsets(s["key_offsets"], s.get("band_offsets")) for s in scans]
+        _stage(
+            stages.exact_partition,
+            config,
+            [stages.PartitionTask(p, offsets, 0) for p in range(exact_tasks)],
+            "exact",
+            pool,
+        )
         _stage(
             stages.bucket_partition,
-            [(config, t, scans, exact_tasks) for t in range(bucket_tasks)],
             config,
+            [stages.PartitionTask(t, offsets, exact_tasks) for t in range(bucket_tasks)],
             "buckets",
             pool,
         )
         (resolved,) = _stage(
-            stages.resolve, [(config, 0, len(shards), exact_tasks, bucket_tasks)], config, "resolve", None
+            stages.resolve, config, [stages.ResolveTask(len(paths), exact_tasks, bucket_tasks)], "resolve", None
         )
-        written = _stage(stages.filter_shard, [(config, i, p) for i, p in enumerate(shards)], config, "filter", pool)
+        written = _stage(
+            stages.filter_shard, config, [stages.ScanTask(i, p, parts) for i, p in enumerate(paths)], "filter", pool
+        )
     stats = _totals(config, scans, resolved, written)
     write_json(join(config.output_path, "stats.json"), stats)
     delete(join(config.output_path, ".work"), recursive=True)

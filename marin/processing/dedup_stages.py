@@ -18,7 +18,8 @@ nodes sorts documents in corpus order and "the first" document always means the 
    removals and the pairs, never the corpus.
 5. filter (one task per input shard): streams the shard and writes the kept documents.
 
-A task writes its stats JSON (`stats/<stage>/task.json`) last; a rerun skips tasks that have one.
+Each stage is `stage(config, task) -> stats`, run by `marin.sharding.run_shards` (Ray tasks, a
+local pool or inline), whose per-task ledgers make a rerun skip the tasks that finished.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import logging
 import math
 import unicodedata
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -62,13 +64,50 @@ def work(config: DedupConfig, *parts: str) -> str:
     return join(config.output_path, ".work", *parts)
 
 
-def stats_path(config: DedupConfig, stage: str, task: int) -> str:
-    return work(config, "stats", stage, f"{task:05d}.json")
+@dataclass(frozen=True)
+class ScanTask:
+    """One input shard (scan and filter stages)."""
+
+    index: int
+    """The shard's position among the input shards."""
+    path: str
+    """The shard's file."""
+    partitions: int
+    """Key partitions per kind of key (exact; per band for MinHash)."""
 
 
-def _finish(config: DedupConfig, stage: str, task: int, stats: dict) -> dict:
-    write_bytes(stats_path(config, stage, task), json.dumps(stats, sort_keys=True).encode("utf-8"))
-    return stats
+@dataclass(frozen=True)
+class Offsets:
+    """Where each partition starts in one shard's keys and bands files (records; one more than partitions)."""
+
+    keys: list[int]
+    """Offsets in `scan/i.keys`."""
+    bands: list[int] | None
+    """Offsets in `scan/i.bands` (band-major), None without MinHash."""
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One key partition (exact stage) or one band x partition (bucket stage)."""
+
+    index: int
+    """The partition's number."""
+    offsets: list[Offsets]
+    """Every shard's offsets."""
+    exact_partitions: int
+    """How many exact outputs to read the removals from (bucket stage; 0 when exact dedup is off)."""
+
+
+@dataclass(frozen=True)
+class ResolveTask:
+    """The one resolve task."""
+
+    shards: int
+    """Input shards."""
+    exact_partitions: int
+    """Exact outputs (0 when exact dedup is off)."""
+    bucket_tasks: int
+    """Bucket outputs (0 without MinHash)."""
 
 
 def exact_key(text: str) -> tuple[int, int]:
@@ -128,8 +167,9 @@ class _Scan:
         self.texts, self.nodes, self.chars = [], [], 0
 
 
-def scan_shard(config: DedupConfig, shard: int, path: str, partitions: int) -> dict:
+def scan_shard(config: DedupConfig, task: ScanTask) -> dict:
     """Stage 1: ids, exact keys and band digests of one input shard, grouped by partition."""
+    shard, path, partitions = task.index, task.path, task.partitions
     report = ReadReport()
     scan = _Scan(config, shard)
     with open_output(work(config, "scan", f"{shard:05d}.ids")) as ids:
@@ -147,14 +187,14 @@ def scan_shard(config: DedupConfig, shard: int, path: str, partitions: int) -> d
         partition = band_of * np.uint64(partitions) + bands["hi"] % np.uint64(partitions)
         data, stats["band_offsets"] = _grouped(bands.ravel(), partition.ravel(), bands.shape[1] * partitions)
         write_bytes(work(config, "scan", f"{shard:05d}.bands"), data)
-    return _finish(config, "scan", shard, stats)
+    return stats
 
 
-def _gather(config: DedupConfig, kind: str, scans: list[dict], task: int) -> np.ndarray:
-    """Partition `task` of every shard's `kind` file (keys or bands), concatenated."""
+def _gather(config: DedupConfig, kind: str, task: PartitionTask) -> np.ndarray:
+    """Partition `task.index` of every shard's `kind` file (keys or bands), concatenated."""
     parts = []
-    for shard, stats in enumerate(scans):
-        start, stop = stats[f"{kind[:-1]}_offsets"][task : task + 2]
+    for shard, offsets in enumerate(task.offsets):
+        start, stop = getattr(offsets, kind)[task.index : task.index + 2]
         data = read_range(
             work(config, "scan", f"{shard:05d}.{kind}"), start * RECORD.itemsize, (stop - start) * RECORD.itemsize
         )
@@ -191,25 +231,25 @@ def _read_pairs(paths: list[str]) -> np.ndarray:
 # ---------------------------------------------------------------- 2. exact
 
 
-def exact_partition(config: DedupConfig, partition: int, scans: list[dict]) -> dict:
+def exact_partition(config: DedupConfig, task: PartitionTask) -> dict:
     """Stage 2: the exact duplicates among one key partition of the whole corpus."""
-    node, first = _runs(_sorted(_gather(config, "keys", scans, partition)))
-    _write_pairs(work(config, "exact", f"{partition:05d}.bin"), node, first)
-    return _finish(config, "exact", partition, {"removed": len(node)})
+    node, first = _runs(_sorted(_gather(config, "keys", task)))
+    _write_pairs(work(config, "exact", f"{task.index:05d}.bin"), node, first)
+    return {"removed": len(node)}
 
 
 # ---------------------------------------------------------------- 3. buckets
 
 
-def bucket_partition(config: DedupConfig, task: int, scans: list[dict], exact_partitions: int) -> dict:
+def bucket_partition(config: DedupConfig, task: PartitionTask) -> dict:
     """Stage 3: pairs of documents (among those exact dedup kept) that share a band, in one band partition."""
-    records = _gather(config, "bands", scans, task)
-    if config.exact and len(records):
-        removed = _read_pairs([work(config, "exact", f"{p:05d}.bin") for p in range(exact_partitions)])["node"]
+    records = _gather(config, "bands", task)
+    if task.exact_partitions and len(records):
+        removed = _read_pairs([work(config, "exact", f"{p:05d}.bin") for p in range(task.exact_partitions)])["node"]
         records = records[~np.isin(records["node"], removed)]
     node, first = _runs(_sorted(records))
-    _write_pairs(work(config, "buckets", f"{task:05d}.bin"), node, first)
-    return _finish(config, "buckets", task, {"pairs": len(node)})
+    _write_pairs(work(config, "buckets", f"{task.index:05d}.bin"), node, first)
+    return {"pairs": len(node)}
 
 
 # ---------------------------------------------------------------- 4. resolve
@@ -243,13 +283,10 @@ def _ids_of(config: DedupConfig, wanted: np.ndarray) -> dict[int, str]:
     return found
 
 
-def resolve(config: DedupConfig, task: int, shards: int, exact_partitions: int, bucket_tasks: int) -> dict:
-    """Stage 4: clusters of the fuzzy pairs; per-shard removals and removed_ids.jsonl, streamed.
-
-    `exact_partitions` / `bucket_tasks`: how many exact / bucket outputs there are (0 when that kind is off).
-    """
-    exact = _read_pairs([work(config, "exact", f"{p:05d}.bin") for p in range(exact_partitions)])
-    pairs = _read_pairs([work(config, "buckets", f"{t:05d}.bin") for t in range(bucket_tasks)])
+def resolve(config: DedupConfig, task: ResolveTask) -> dict:
+    """Stage 4: clusters of the fuzzy pairs; per-shard removals and removed_ids.jsonl, streamed."""
+    exact = _read_pairs([work(config, "exact", f"{p:05d}.bin") for p in range(task.exact_partitions)])
+    pairs = _read_pairs([work(config, "buckets", f"{t:05d}.bin") for t in range(task.bucket_tasks)])
     nodes, roots, clusters = _clusters(pairs)
     fuzzy = nodes != roots
     removed = np.empty(len(exact) + int(fuzzy.sum()), dtype=[("node", "<u8"), ("ref", "<u8"), ("fuzzy", "u1")])
@@ -260,7 +297,7 @@ def resolve(config: DedupConfig, task: int, shards: int, exact_partitions: int, 
     removed = removed[np.lexsort((removed["node"], removed["fuzzy"], removed["node"] >> np.uint64(32)))]
     ids = _ids_of(config, np.concatenate([removed["node"], removed["ref"]]))
     shard_of = removed["node"] >> np.uint64(32)
-    for shard in range(shards):
+    for shard in range(task.shards):
         mine = removed["node"][shard_of == shard] & np.uint64(0xFFFFFFFF)
         write_bytes(work(config, "decisions", f"{shard:05d}.bin"), mine.astype("<u4").tobytes())
     with open_output(join(config.output_path, "removed_ids.jsonl")) as out:
@@ -275,14 +312,15 @@ def resolve(config: DedupConfig, task: int, shards: int, exact_partitions: int, 
         "documents_in_clusters": len(nodes),
         "fuzzy_removed": int(fuzzy.sum()),
     }
-    return _finish(config, "resolve", task, stats)
+    return stats
 
 
 # ---------------------------------------------------------------- 5. filter
 
 
-def filter_shard(config: DedupConfig, shard: int, path: str) -> dict:
+def filter_shard(config: DedupConfig, task: ScanTask) -> dict:
     """Stage 5: one input shard's kept documents, streamed into its output shard."""
+    shard, path = task.index, task.path
     removed = np.frombuffer(read_bytes(work(config, "decisions", f"{shard:05d}.bin")) or b"", dtype="<u4")
     drop = set(removed.tolist())
     with open_output(join(config.output_path, shard_name(shard))) as raw:
@@ -294,4 +332,4 @@ def filter_shard(config: DedupConfig, shard: int, path: str) -> dict:
                 stream.write(doc)
         stream.close()
     logger.info("wrote shard %s (%d of %d kept)", shard_name(shard), stream.count, documents)
-    return _finish(config, "filter", shard, {"documents": documents, "kept": stream.count})
+    return {"documents": documents, "kept": stream.count}

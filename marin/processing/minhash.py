@@ -28,6 +28,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import chain
 
 import numpy as np
 import xxhash
@@ -66,6 +67,28 @@ def _spacy_english():
     return spacy.blank("en")
 
 
+@cache
+def _whole_word_test(nlp):
+    """A test true for ASCII letter chunks that spaCy keeps as one token: no special case, prefix, suffix
+    or infix applies (checked with the tokenizer's own rules and regexes), so it need not run."""
+    tokenizer = nlp.tokenizer
+    rules = tokenizer.rules or {}
+    prefix, suffix = tokenizer.prefix_search, tokenizer.suffix_search
+    infix = tokenizer.infix_finditer
+
+    def whole(chunk: str) -> bool:
+        return (
+            chunk.isascii()
+            and chunk.isalpha()
+            and chunk not in rules
+            and prefix(chunk) is None
+            and suffix(chunk) is None
+            and next(infix(chunk), None) is None
+        )
+
+    return whole
+
+
 def simplify(text: str) -> str:
     """datatrove's `simplify_text` with its default TextNormConfig, same output."""
     from datatrove.utils.text import NUMBERS_PATTERN, PUNCTUATION_TRANS, WHITESPACE_PATTERN
@@ -97,13 +120,14 @@ class MinHasher:
             if len(cached) + len(missing) > WORD_CACHE_LIMIT:
                 cached.clear()
             nlp = _spacy_english()
+            whole = _whole_word_test(nlp)
             with nlp.memory_zone():
                 for chunk in missing:
-                    cached[chunk] = tuple(s for s in (t.text.strip() for t in nlp.tokenizer(chunk)) if s)
-        out: list[str] = []
-        for chunk in chunks:
-            out.extend(cached[chunk])
-        return out
+                    if whole(chunk):
+                        cached[chunk] = (chunk,)
+                    else:
+                        cached[chunk] = tuple(s for s in (t.text.strip() for t in nlp.tokenizer(chunk)) if s)
+        return list(chain.from_iterable(map(cached.__getitem__, chunks)))
 
     def shingles(self, text: str) -> list[int]:
         """xxh64 of every word n-gram joined by spaces (datatrove's get_shingles), in order."""
@@ -124,15 +148,24 @@ class MinHasher:
                 total += len(per_doc[has[stop]])
                 stop += 1
             lengths = [len(per_doc[i]) for i in has[start:stop]]
-            flat = np.fromiter((x for i in has[start:stop] for x in per_doc[i]), dtype=np.uint64, count=total).reshape(
-                -1, 1
-            )
-            with np.errstate(over="ignore"):
-                phv = (flat * self.a + self.b) % MERSENNE_PRIME
+            flat = np.fromiter(
+                chain.from_iterable(per_doc[i] for i in has[start:stop]), dtype=np.uint64, count=total
+            ).reshape(-1, 1)
+            phv = self._permuted(flat)
             offsets = np.concatenate(([0], np.cumsum(lengths[:-1]))).astype(np.int64)
             sigs[start:stop] = np.minimum.reduceat(phv, offsets, axis=0)
             start = stop
         return sigs, has
+
+    def _permuted(self, shingles: np.ndarray) -> np.ndarray:
+        """datatrove's `(h * a + b) % (2^61 - 1)` in uint64 (wrapping), with the modulo done by shifts."""
+        y = shingles * self.a
+        y += self.b
+        high = y >> np.uint64(61)
+        y &= MERSENNE_PRIME
+        y += high
+        np.subtract(y, MERSENNE_PRIME, out=y, where=y >= MERSENNE_PRIME)
+        return y
 
     def band_digests(self, sigs: np.ndarray) -> np.ndarray:
         """uint64 [docs, num_buckets, 2]: the xxh3-128 digest of each band's little-endian values."""
