@@ -52,7 +52,7 @@ PAIR = np.dtype([("node", "<u8"), ("ref", "<u8")])
 """A removed (or clustered) node and the node it duplicates."""
 SHARDS_PER_PARTITION = 16
 """Partitions = ceil(shards / this): each exact or bucket task holds about this many shards' records."""
-SCAN_BATCH_CHARS = 4 << 20
+SCAN_BATCH_CHARS = 1 << 20
 """Characters of text hashed per MinHash batch in the scan."""
 
 

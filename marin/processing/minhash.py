@@ -34,8 +34,8 @@ import numpy as np
 import xxhash
 
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
-BATCH_SHINGLES = 1 << 16
-"""Shingles per numpy batch: bounds the (shingles x hashes) matrix to ~8 MB per 16 hashes."""
+BATCH_SHINGLES = 1 << 14
+"""Shingles per numpy batch: the (shingles x hashes) matrix is 14 MB with 112 hashes."""
 WORD_CACHE_LIMIT = 1 << 20
 """Distinct whitespace chunks whose spaCy tokenization is kept; the cache is cleared past this."""
 
