@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import random
+import unicodedata
 
 import pytest
 
 import marin.processing.dedup_stages as dedup_stages
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.documents import BadDocumentError
-from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
+from tests.data_docs import VOLATILE, doc, english_doc, read_shard, tree_bytes, write_shard
+from tests.planted_corpus import KINDS, PlantedCorpus, score, write_corpus
 
 
 def _near(rng: random.Random, text: str) -> str:
@@ -89,19 +91,59 @@ def test_exact_only_leaves_near_duplicates(tmp_path):
     assert not {p for p in planted if p.startswith("exact")} & kept
 
 
-def test_dedup_output_bytes_identical_across_one_and_two_workers_and_reruns(tmp_path):
+def test_dedup_output_bytes_identical_across_workers_partitions_and_reruns(tmp_path):
     _corpus(tmp_path / "in")
     outs = []
-    for name, workers in [("a", 1), ("b", 2), ("c", 1)]:
+    for name, workers, partitions in [("a", 1, None), ("b", 2, 3), ("c", 1, 2)]:
         cfg = DedupConfig(
             input_path=str(tmp_path / "in"),
             output_path=str(tmp_path / name),
             workers=workers,
+            partitions=partitions,
             fuzzy=MinHashConfig(num_buckets=4),
         )
         dedup_documents(cfg)
-        outs.append(tree_bytes(tmp_path / name))
+        # ledgers (where each task ran) are volatile, and their number follows the partitions
+        outs.append({k: v for k, v in tree_bytes(tmp_path / name).items() if v != VOLATILE})
     assert outs[0] == outs[1] == outs[2]
+    assert "removed_ids.jsonl" in outs[0] and "part-00002.jsonl.gz" in outs[0]
+
+
+def test_partitioned_exact_stage_removes_what_one_global_dict_did(tmp_path):
+    """The exact stage split over key partitions removes the same documents, as duplicates of the same
+    first documents, as the earlier single pass with one dict of every key in the corpus."""
+    _corpus(tmp_path / "in")
+    first: dict[str, str] = {}
+    expected = []
+    for path in sorted((tmp_path / "in").glob("part-*")):
+        for d in read_shard(path):
+            key = " ".join(unicodedata.normalize("NFKC", d["text"]).lower().split())
+            if key in first:
+                expected.append({"duplicate_of": first[key], "id": d["id"], "reason": "exact"})
+            else:
+                first[key] = d["id"]
+    assert len(expected) == 4
+    for partitions in (1, 3):
+        out = tmp_path / f"p{partitions}"
+        dedup_documents(
+            DedupConfig(input_path=str(tmp_path / "in"), output_path=str(out), fuzzy=None, partitions=partitions)
+        )
+        removed = [json.loads(line) for line in (out / "removed_ids.jsonl").read_text().splitlines()]
+        assert removed == expected
+
+
+def test_planted_copies_by_jaccard_similarity_recall_and_precision(tmp_path):
+    """Copies at Jaccard >= 0.8 (and exact, re-cased ones) are removed; copies at <= 0.55 are kept."""
+    spec = PlantedCorpus(shards=2, docs_per_shard=70, words=120, copy_every=5)
+    truth = write_corpus(spec, str(tmp_path / "in"))
+    assert {t["kind"] for t in truth} == set(KINDS)
+    assert all(t["jaccard"] >= 0.8 for t in truth if t["kind"].startswith("near"))
+    assert all(t["jaccard"] <= 0.55 for t in truth if t["kind"].startswith("far"))
+    dedup_documents(DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out")))
+    removed = {json.loads(line)["id"] for line in (tmp_path / "out" / "removed_ids.jsonl").read_text().splitlines()}
+    result = score(truth, removed)
+    assert result["positives"] > 10
+    assert result["recall"] == 1.0 and result["precision"] == 1.0
 
 
 def test_a_crash_while_writing_resumes_redoing_only_the_missing_shards(tmp_path, monkeypatch, caplog):
