@@ -44,33 +44,45 @@ SHARDS_PER_SCALE = 4
 DOCS_PER_SHARD = 4800
 
 
-def spec_for(max_scale: int, docs_per_shard: int = DOCS_PER_SHARD) -> PlantedCorpus:
-    return PlantedCorpus(shards=SHARDS_PER_SCALE * max_scale, docs_per_shard=docs_per_shard)
+def spec_for(scale: int, docs_per_shard: int = DOCS_PER_SHARD) -> PlantedCorpus:
+    return PlantedCorpus(shards=SHARDS_PER_SCALE * scale, docs_per_shard=docs_per_shard)
 
 
-def _write_one(args: tuple[PlantedCorpus, str, int]) -> list[dict]:
-    spec, root, shard = args
-    return write_shard(spec, root, shard)
+def _write_one(args: tuple[PlantedCorpus, str, int]) -> None:
+    spec, work, shard = args
+    truth = write_shard(spec, os.path.join(work, "corpus"), shard)
+    with open(os.path.join(work, "truth", f"{shard:05d}.json"), "w") as f:
+        json.dump(truth, f)
 
 
-def generate(work: str, max_scale: int, workers: int, docs_per_shard: int) -> tuple[str, list[dict]]:
-    """The full corpus (written once, reused) and its truth."""
-    spec = spec_for(max_scale, docs_per_shard)
-    root = os.path.join(work, "corpus")
-    truth_path = os.path.join(work, "truth.json")
-    if os.path.exists(truth_path):
-        with open(truth_path) as f:
-            saved = json.load(f)
-        if saved["spec"] == spec.__dict__:
-            return root, saved["truth"]
-    t = time.perf_counter()
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-        parts = list(pool.map(_write_one, [(spec, root, s) for s in range(spec.shards)]))
-    truth = [t for part in parts for t in part]
-    with open(truth_path, "w") as f:
-        json.dump({"spec": spec.__dict__, "truth": truth}, f)
-    print(f"generated {spec.shards} shards in {time.perf_counter() - t:.0f} s", flush=True)
-    return root, truth
+def generate(work: str, scale: int, workers: int, docs_per_shard: int) -> tuple[str, list[dict]]:
+    """The first 4*scale shards of the corpus (each written once, then reused) and their truth."""
+    spec = spec_for(scale, docs_per_shard)
+    os.makedirs(os.path.join(work, "truth"), exist_ok=True)
+    spec_path = os.path.join(work, "spec.json")
+    shape = {
+        "docs_per_shard": spec.docs_per_shard,
+        "words": spec.words,
+        "copy_every": spec.copy_every,
+        "seed": spec.seed,
+    }
+    if os.path.exists(spec_path):
+        with open(spec_path) as f:
+            if json.load(f) != shape:
+                raise SystemExit(f"{work} holds a corpus of another shape; use another --workdir")
+    with open(spec_path, "w") as f:
+        json.dump(shape, f)
+    missing = [s for s in range(spec.shards) if not os.path.exists(os.path.join(work, "truth", f"{s:05d}.json"))]
+    if missing:
+        t = time.perf_counter()
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            list(pool.map(_write_one, [(spec, work, s) for s in missing]))
+        print(f"generated {len(missing)} shards in {time.perf_counter() - t:.0f} s", flush=True)
+    truth = []
+    for s in range(spec.shards):
+        with open(os.path.join(work, "truth", f"{s:05d}.json")) as f:
+            truth += json.load(f)
+    return os.path.join(work, "corpus"), truth
 
 
 def view(work: str, root: str, scale: int) -> str:
@@ -244,9 +256,10 @@ def line(name: str, r: dict, mb: float) -> str:
     )
 
 
-def part_scale(args, work, root, truth) -> dict:
+def part_scale(args, work, make_corpus) -> dict:
     rows = {}
     for k in args.scales:
+        root, truth = make_corpus(k)
         corpus = view(work, root, k)
         mb = text_mb(corpus)
         r = fresh("dedup", corpus, work, args.workers)
@@ -334,7 +347,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--scales", default="1,4,16")
     parser.add_argument("--compare-scale", type=int, default=1)
-    parser.add_argument("--parts", default="scale,dedup,tokenize,filter")
+    parser.add_argument("--parts", default="dedup,tokenize,filter,scale", help="run in this order")
     parser.add_argument("--docs-per-shard", type=int, default=DOCS_PER_SHARD, help="smaller for a quick try")
     parser.add_argument("--results", default=None, help="write every figure to this JSON file")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
@@ -346,32 +359,27 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.corpus, args.out, args.workers, args.tokenizer)))
         return
     args.scales = [int(s) for s in args.scales.split(",")]
-    parts = args.parts.split(",")
     work = os.path.abspath(args.workdir)
     os.makedirs(work, exist_ok=True)
-    max_scale = max([*args.scales, args.compare_scale]) if "scale" in parts else args.compare_scale
-    root, truth = generate(work, max(max_scale, _existing_scale(work)), args.workers, args.docs_per_shard)
     results = {"workers": args.workers, "cores": os.cpu_count()}
-    if "scale" in parts:
-        results["scale"] = part_scale(args, work, root, truth)
-    if "dedup" in parts:
-        results["dedup"] = part_dedup(args, work, root, truth)
-    if "tokenize" in parts:
-        results["tokenize"] = part_tokenize(args, work, root)
-    if "filter" in parts:
-        results["filter"] = part_filter(args, work, root)
-    if args.results:
-        with open(args.results, "w") as f:
-            json.dump(results, f, indent=1)
 
+    def corpus(scale: int) -> tuple[str, list[dict]]:
+        return generate(work, scale, args.workers, args.docs_per_shard)
 
-def _existing_scale(work: str) -> int:
-    """The scale of a corpus already generated in `work` (reused when at least as large), else 0."""
-    try:
-        with open(os.path.join(work, "truth.json")) as f:
-            return json.load(f)["spec"]["shards"] // SHARDS_PER_SCALE
-    except FileNotFoundError:
-        return 0
+    for part in args.parts.split(","):
+        if part == "scale":
+            results["scale"] = part_scale(args, work, corpus)
+        elif part == "dedup":
+            results["dedup"] = part_dedup(args, work, *corpus(args.compare_scale))
+        elif part == "tokenize":
+            results["tokenize"] = part_tokenize(args, work, corpus(args.compare_scale)[0])
+        elif part == "filter":
+            results["filter"] = part_filter(args, work, corpus(args.compare_scale)[0])
+        else:
+            raise SystemExit(f"unknown part {part!r}")
+        if args.results:
+            with open(args.results, "w") as f:
+                json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
