@@ -5,8 +5,8 @@
 A data step splits its work into shards (input files, key partitions, buckets) and writes only
 `process_shard(config, shard) -> stats`; `run_shards` owns the rest:
 
-- where shards run: when Ray is there (this process is a Ray task or driver, or `RAY_ADDRESS` is
-  set) each shard is a Ray task with the step's per-shard resources (`ShardResources`), spread over
+- where shards run: when Ray is there (this process runs a Ray task, as a step on the Ray backend
+  does, or `RAY_ADDRESS` is set) each shard is a Ray task with the step's per-shard resources (`ShardResources`), spread over
   the cluster's nodes (SPREAD scheduling); otherwise a local pool of `workers` spawn processes
   (forking a process that holds threads can deadlock); inline with one worker, so tests and pdb see
   everything. A task lost to a dead node or worker is retried by Ray on another node
@@ -82,14 +82,19 @@ class ShardResources:
 
 
 def ray_available() -> bool:
-    """True when shards would run as Ray tasks: Ray is initialized here, or RAY_ADDRESS names a cluster."""
+    """True when shards run as Ray tasks: this process runs a Ray task (the step is one), or RAY_ADDRESS is set.
+
+    A driver that merely called `ray.init` (a test session, a notebook) but runs the step in its own
+    process keeps its shards local, so what the step logs and what a test patches stay in the process.
+    """
     if os.environ.get("RAY_ADDRESS"):
         return True
     try:
         import ray
+        from ray._private import worker
     except ImportError:
         return False
-    return ray.is_initialized()
+    return ray.is_initialized() and worker.global_worker.mode == worker.WORKER_MODE
 
 
 def ledger_path(ledger_dir: str, index: int) -> str:

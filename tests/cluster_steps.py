@@ -153,6 +153,14 @@ def sharded_step_fn(config: ShardedConfig) -> None:
         json.dump(results, f, indent=1, sort_keys=True)
 
 
+def data_steps(docs: str, tokenizer: str) -> list[ExecutorStep]:
+    """filter -> tokenize of the documents in `docs`, as an experiment writes them."""
+    from experiments.defaults import default_filter, default_tokenize
+
+    filtered = default_filter("cluster-data", docs)
+    return [filtered, default_tokenize("cluster-data", filtered, tokenizer, validation_fraction=0.2)]
+
+
 if __name__ == "__main__":
     # The no-Ray baseline of the sharding test: `python -m tests.cluster_steps OUT SHARDS DOCS`.
     out, shards, docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

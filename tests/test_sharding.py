@@ -81,3 +81,21 @@ def test_empty_input_and_bad_arguments_are_named():
 def test_ray_address_in_the_environment_means_ray(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
     assert ray_available()
+
+
+def shards_from_a_task(folder: str) -> tuple[bool, list]:
+    """What a step running as a Ray task sees: Ray is there, so its shards are Ray tasks too."""
+    ledgers = f"{folder}/.shards/stage"
+    return ray_available(), run_shards(count_and_write, folder, range(3), desc="t", ledger_dir=ledgers)
+
+
+def test_shards_are_ray_tasks_inside_a_ray_task_and_local_in_a_driver_that_called_ray_init(
+    ray_cluster, tmp_path, monkeypatch
+):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert not ray_available()
+    available, stats = ray_cluster.get(ray_cluster.remote(shards_from_a_task).remote(str(tmp_path)))
+    assert available and stats == [{"value": v, "tens": 10 * v} for v in range(3)]
+    for i in range(3):
+        ran = json.loads((tmp_path / ".shards" / "stage" / f"part-{i:05d}.json").read_text())["ran"]
+        assert ran["node"] == ray_cluster.get_runtime_context().get_node_id() and ran["attempt"] == 1

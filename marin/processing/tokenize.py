@@ -17,9 +17,9 @@ shards without one, on a bucket as on disk. The caches are then assembled from t
 order, which is cheap (no tokenizing), so their bytes depend neither on where shards ran nor on where
 a crash happened; on a bucket the assembly keeps at most about one Levanter write chunk on local disk
 (`levanter_cache.write_cache`). The parts and their ledgers are deleted once the caches, `stats.json`
-and `tokenize_info.json` are written. Which documents
-are validation: those of `validation_path` when given, otherwise a fraction chosen by a hash of the
-document id (`validation_fraction`), so a document's split never depends on the shard layout.
+and `tokenize_info.json` are written. Which documents are validation: those of `validation_path` when
+given, otherwise a fraction chosen by a hash of the document id (`validation_fraction`), so a
+document's split never depends on the shard layout.
 """
 
 from __future__ import annotations
