@@ -1,8 +1,8 @@
 """Data steps at scale on a synthetic corpus: dedup memory and time at 1x/4x/16x, and each step vs its library.
 
-The corpus (tests/planted_corpus.py) has shards of ~16 MB of text: English-like sentences with
-planted exact, re-cased and near copies of measured Jaccard similarity. Scale k is its first 4k
-shards (1x ~ 65 MB, 4x ~ 260 MB, 16x ~ 1.04 GB); a copy's original is always in an earlier or the
+The corpus (tests/planted_corpus.py) has shards of ~12.5 MB of text: English-like sentences with
+planted exact, re-cased and near copies of measured Jaccard similarity. Scale k is its first 5k
+shards (1x ~ 63 MB, 4x ~ 250 MB, 16x ~ 1.0 GB); a copy's original is always in an earlier or the
 same shard, so every prefix is a corpus with its own truth. Every measurement runs in a fresh
 process (`--measure`) and reports wall time, CPU time (its own and its workers'), the peak RSS of
 the driver (the measuring process) and of the largest worker (RUSAGE_CHILDREN: the largest child).
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tests.planted_corpus import PlantedCorpus, score, write_shard  # noqa: E402
 
-SHARDS_PER_SCALE = 4
+SHARDS_PER_SCALE = 5
 DOCS_PER_SHARD = 4800
 
 
