@@ -193,3 +193,19 @@ def test_a_non_utf8_line_fails_naming_the_file_or_is_counted_when_skipping(tmp_p
         DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out2"), skip_bad_documents=True)
     )
     assert stats["documents"] == 1 and stats["skipped_bad_documents"] == {"not_utf8": 1}
+
+
+def test_dedup_as_a_ray_task_runs_every_stage_as_ray_tasks_with_the_same_bytes(ray_cluster, tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    _corpus(tmp_path / "in")
+
+    def config(name: str) -> DedupConfig:
+        return DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / name), partitions=2)
+
+    dedup_documents(config("local"))
+    ray_cluster.get(ray_cluster.remote(dedup_documents).remote(config("ray")))
+    for stage, tasks in (("scan", 3), ("exact", 2), ("buckets", 28), ("resolve", 1), ("filter", 3)):
+        ledgers = sorted((tmp_path / "ray" / ".shards" / f"dedup-{stage}").glob("part-?????.json"))
+        assert len(ledgers) == tasks
+        assert all(json.loads(p.read_text())["ran"]["node"] is not None for p in ledgers)
+    assert tree_bytes(tmp_path / "local") == tree_bytes(tmp_path / "ray")
