@@ -81,20 +81,22 @@ class ShardResources:
         return opts
 
 
-def ray_available() -> bool:
-    """True when shards run as Ray tasks: this process runs a Ray task (the step is one), or RAY_ADDRESS is set.
-
-    A driver that merely called `ray.init` (a test session, a notebook) but runs the step in its own
-    process keeps its shards local, so what the step logs and what a test patches stay in the process.
-    """
-    if os.environ.get("RAY_ADDRESS"):
-        return True
+def _in_ray_task() -> bool:
     try:
         import ray
         from ray._private import worker
     except ImportError:
         return False
     return ray.is_initialized() and worker.global_worker.mode == worker.WORKER_MODE
+
+
+def ray_available() -> bool:
+    """True when shards run as Ray tasks: this process runs a Ray task (the step is one), or RAY_ADDRESS is set.
+
+    A driver that merely called `ray.init` (a test session, a notebook) but runs the step in its own
+    process keeps its shards local, so what the step logs and what a test patches stay in the process.
+    """
+    return bool(os.environ.get("RAY_ADDRESS")) or _in_ray_task()
 
 
 def ledger_path(ledger_dir: str, index: int) -> str:
@@ -110,14 +112,12 @@ def _attempts_path(ledger_dir: str, index: int) -> str:
 
 
 def _where() -> dict:
+    """Where this shard runs: the Ray node id when it is a Ray task (else None), host and pid."""
     node = None
-    try:
+    if _in_ray_task():
         import ray
 
-        if ray.is_initialized():
-            node = ray.get_runtime_context().get_node_id()
-    except Exception:  # a Ray without a runtime context here: not a Ray task
-        node = None
+        node = ray.get_runtime_context().get_node_id()
     return {"node": node, "host": socket.gethostname(), "pid": os.getpid()}
 
 

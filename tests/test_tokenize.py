@@ -354,3 +354,41 @@ def test_a_cache_of_many_chunks_moves_to_the_bucket_chunk_by_chunk_with_the_same
     cache_bytes = sum(len(b) for rel, b in local.items() if rel.startswith("train/"))
     print(f"local scratch peak {peak} bytes for a {cache_bytes}-byte cache in {len(chunks)} data chunks")
     assert peak < cache_bytes / 2, (peak, cache_bytes)
+
+
+def test_a_crash_on_a_bucket_resumes_tokenizing_only_the_shards_without_a_ledger(
+    data, tmp_path, bucket_prefix, monkeypatch
+):
+    from marin.storage import filesystem, list_dir
+
+    root, docs = data
+    for s in range(4):
+        write_shard(tmp_path / "in" / f"part-{s:05d}.jsonl.gz", docs[s * 10 : (s + 1) * 10])
+    good = (tmp_path / "in" / "part-00002.jsonl.gz").read_bytes()
+    write_shard(tmp_path / "in" / "part-00002.jsonl.gz", docs[20:30], raw_lines=[b'{"id": "x", "text": "\xff"}\n'])
+    remote = bucket_prefix("s3") + "/tokenized"
+    cfg = TokenizeConfig(input_path=str(tmp_path / "in"), tokenizer=str(root / "tok"), output_path=remote)
+    with pytest.raises(BadDocumentError, match=r"part-00002\.jsonl\.gz:11: not_utf8"):
+        tokenize(cfg)
+    ledgers = {n for n in list_dir(remote + "/.parts/.shards") if not n.endswith(".attempts.json")}
+    assert ledgers == {"part-00000.json", "part-00001.json"}
+
+    (tmp_path / "in" / "part-00002.jsonl.gz").write_bytes(good)
+    started = []
+    import marin.processing.tokenize as tokenize_module
+
+    real = tokenize_module.read_shard
+
+    def recording(path, *args):
+        started.append(os.path.basename(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(tokenize_module, "read_shard", recording)  # records which shards run, changes nothing
+    tokenize(cfg)
+    monkeypatch.setattr(tokenize_module, "read_shard", real)
+    assert started == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
+    tokenize(dataclasses.replace(cfg, output_path=str(tmp_path / "clean")))
+    filesystem(remote).get(remote + "/", str(tmp_path / "fetched") + "/", recursive=True)
+    fetched, clean = tree_bytes(tmp_path / "fetched"), tree_bytes(tmp_path / "clean")
+    fetched.pop("tokenize_info.json"), clean.pop("tokenize_info.json")
+    assert fetched == clean and not list_dir(remote + "/.parts")
