@@ -1,18 +1,26 @@
-"""Data-step throughput on the tutorial corpus (Shakespeare, ~5 MB): our steps vs the libraries they wrap.
+"""Data steps at scale on a synthetic corpus: dedup memory and time at 1x/4x/16x, and each step vs its library.
 
-1. tokenize: the tokenize step (read gzipped shards, Levanter's BatchTokenizer with bos/eos, write the
-   Levanter cache) vs HF `tokenizers` `Tokenizer.encode_batch` over the same document texts with the
-   same tokenizer.json, in memory (the library limit). Ratio = ours docs/s / encode_batch docs/s.
-2. dedup: the dedup step with exact=False (MinHash only) vs the same datatrove MinHash pipeline
-   (JsonlReader -> signatures -> buckets -> cluster -> JsonlReader -> filter -> JsonlWriter) run
-   directly on datatrove's LocalPipelineExecutor, same shards, same MinhashConfig, same worker count.
-   Ratio = datatrove time / our time. Also reported: our dedup with exact dedup on.
+The corpus (tests/planted_corpus.py) has shards of ~12.5 MB of text: English-like sentences with
+planted exact, re-cased and near copies of measured Jaccard similarity. Scale k is its first 5k
+shards (1x ~ 63 MB, 4x ~ 250 MB, 16x ~ 1.0 GB); a copy's original is always in an earlier or the
+same shard, so every prefix is a corpus with its own truth. Every measurement runs in a fresh
+process (`--measure`) and reports wall time, CPU time (its own and its workers'), the peak RSS of
+the driver (the measuring process) and of the largest worker (RUSAGE_CHILDREN: the largest child).
 
-Run: .venv/bin/python benchmarks/data_bench.py [--workers 1] [--repeats 15] [--workdir DIR]
-Each side runs once per round, `repeats` rounds, the order alternating. The ratio is taken within each
-round and the median of those is the figure (quartiles, range and the older best-of ratio beside it):
-on a shared machine a burst of load lands on both sides of a round, while two separately chosen best
-times can come from different bursts.
+Parts (`--parts`, comma-separated):
+- scale: our dedup (exact + MinHash) at every scale in `--scales`;
+- dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
+  LocalPipelineExecutor, one task per shard) at `--compare-scale`, beside our dedup there;
+  recall and precision of both against the planted copies (Jaccard >= 0.8 are duplicates);
+- tokenize: our tokenize step vs HF `Tokenizer.encode_batch` over the same texts in memory, with a
+  2048-token BPE our train_tokenizer step trains on the first shard;
+- filter: our filter step vs the same datatrove filters (FilterConfig defaults) run directly,
+  JsonlReader -> filters -> JsonlWriter on LocalPipelineExecutor.
+
+Per-core throughput is MB of text per CPU-second (the step's processes together), which does not
+depend on how many of the machine's cores other work took; wall MB/s is printed beside it.
+
+Run (2 cores): .venv/bin/python benchmarks/data_bench.py --workdir /tmp/marin-data-bench
 """
 
 from __future__ import annotations
@@ -20,177 +28,128 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tests.planted_corpus import PlantedCorpus, score, write_shard  # noqa: E402
+
+SHARDS_PER_SCALE = 5
+DOCS_PER_SHARD = 4800
 
 
-def paired_rounds(rounds: int, *fns):
-    """Run the fns once each per round, alternating the order (A B, B A, ...); per fn its times and last result.
-
-    Both sides of a round run seconds apart, so a burst of load from other processes lands on both:
-    the ratio within a round is far steadier than the ratio of two separately chosen best times.
-    """
-    times: list[list[float]] = [[] for _ in fns]
-    results = [None] * len(fns)
-    for r in range(rounds):
-        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
-        for i in order:
-            t = time.perf_counter()
-            results[i] = fns[i]()
-            times[i].append(time.perf_counter() - t)
-    return times, results
+def spec_for(scale: int, docs_per_shard: int = DOCS_PER_SHARD) -> PlantedCorpus:
+    return PlantedCorpus(shards=SHARDS_PER_SCALE * scale, docs_per_shard=docs_per_shard)
 
 
-def ratio_summary(ours: list[float], theirs: list[float]) -> dict:
-    """Per-round throughput ratios (their time / our time): median, quartiles, range, and the best-of ratio."""
-    ratios = sorted(t / o for o, t in zip(ours, theirs, strict=True))
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    return {
-        "median": statistics.median(ratios),
-        "q1": q[0],
-        "q3": q[2],
-        "min": ratios[0],
-        "max": ratios[-1],
-        "best_of": min(theirs) / min(ours),
+def _write_one(args: tuple[PlantedCorpus, str, int]) -> None:
+    spec, work, shard = args
+    truth = write_shard(spec, os.path.join(work, "corpus"), shard)
+    with open(os.path.join(work, "truth", f"{shard:05d}.json"), "w") as f:
+        json.dump(truth, f)
+
+
+def generate(work: str, scale: int, workers: int, docs_per_shard: int) -> tuple[str, list[dict]]:
+    """The first 4*scale shards of the corpus (each written once, then reused) and their truth."""
+    spec = spec_for(scale, docs_per_shard)
+    os.makedirs(os.path.join(work, "truth"), exist_ok=True)
+    spec_path = os.path.join(work, "spec.json")
+    shape = {
+        "docs_per_shard": spec.docs_per_shard,
+        "words": spec.words,
+        "copy_every": spec.copy_every,
+        "seed": spec.seed,
     }
+    if os.path.exists(spec_path):
+        with open(spec_path) as f:
+            if json.load(f) != shape:
+                raise SystemExit(f"{work} holds a corpus of another shape; use another --workdir")
+    with open(spec_path, "w") as f:
+        json.dump(shape, f)
+    missing = [s for s in range(spec.shards) if not os.path.exists(os.path.join(work, "truth", f"{s:05d}.json"))]
+    if missing:
+        t = time.perf_counter()
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            list(pool.map(_write_one, [(spec, work, s) for s in missing]))
+        print(f"generated {len(missing)} shards in {time.perf_counter() - t:.0f} s", flush=True)
+    truth = []
+    for s in range(spec.shards):
+        with open(os.path.join(work, "truth", f"{s:05d}.json")) as f:
+            truth += json.load(f)
+    return os.path.join(work, "corpus"), truth
 
 
-def describe(summary: dict) -> str:
-    return (
-        f"median {summary['median']:.2f} (quartiles {summary['q1']:.2f}-{summary['q3']:.2f}, "
-        f"range {summary['min']:.2f}-{summary['max']:.2f}; best-of ratio {summary['best_of']:.2f})"
-    )
+def view(work: str, root: str, scale: int) -> str:
+    """A folder with the first 4*scale shards (symlinks)."""
+    out = os.path.join(work, f"corpus-x{scale}")
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        for s in range(SHARDS_PER_SCALE * scale):
+            name = f"part-{s:05d}.jsonl.gz"
+            os.symlink(os.path.join(root, name), os.path.join(out, name))
+    return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=15, help="paired rounds")
-    parser.add_argument("--vocab-size", type=int, default=2048)
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--parts", default="tokenize,dedup", help="comma-separated: tokenize, dedup")
-    parser.add_argument("--raw", default=None, help="write the tokenize part's per-round times to this JSON file")
-    parser.add_argument("--measure-tokenize", choices=TOKENIZE_SIDES, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.measure_tokenize:  # one measurement, in a process of its own (see bench_tokenize)
-        print(json.dumps(measure_tokenize_side(args.measure_tokenize, args.workdir, args.workers)))
-        return
-
-    from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
-    from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
-
-    work = args.workdir or tempfile.mkdtemp(prefix="marin-data-bench-")
-    corpus = os.path.join(work, "corpus")
-    info = write_shakespeare_corpus(ShippedCorpusConfig(output_path=corpus, num_shards=8))
-    print(
-        f"corpus: {info['documents']} documents, {info['characters'] / 1e6:.2f} M characters, {info['shards']} shards"
-    )
-
-    tok_dir = os.path.join(work, "tokenizer")
-    t = time.perf_counter()
-    train_tokenizer(TrainTokenizerConfig(input_path=corpus, output_path=tok_dir, vocab_size=args.vocab_size))
-    t_tok = time.perf_counter() - t
-    print(f"train_tokenizer (vocab {args.vocab_size}): {t_tok:.2f} s")
-
-    parts = set(args.parts.split(","))
-    results = {"workers": args.workers}
-    if "tokenize" in parts:
-        results["tokenize_ratio"] = round(bench_tokenize(args, work), 3)
-    if "dedup" in parts:
-        results["dedup_ratio"] = round(bench_dedup(args, work, corpus, info), 3)
-    print(json.dumps(results))
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-TOKENIZE_SIDES = ("encode_batch", "encode_batch_fast", "tokenize")
-
-
-def measure_tokenize_side(side: str, work: str, workers: int) -> dict:
-    """Time one side once, in this (fresh) process: wall and CPU seconds, documents and tokens.
-
-    Every measurement gets a process of its own, started the same way for each side, so neither side
-    inherits the other's heap (the encodings of a previous call) or a tokenizer with a warm word cache:
-    the step loads its tokenizer once per run, and so does the baseline here.
-    """
-    import resource
-
-    import levanter.data.text  # noqa: F401  (imported before the clock starts, as in a running executor)
-    from tokenizers import Tokenizer
-
+def corpus_texts(corpus: str) -> list[str]:
     from marin.processing.documents import list_shards, read_documents
-    from marin.processing.tokenize import TokenizeConfig, tokenize
 
-    corpus, tok_dir = os.path.join(work, "corpus"), os.path.join(work, "tokenizer")
+    return [d["text"] for p in list_shards(corpus) for d in read_documents(p)]
+
+
+# ---------------------------------------------------------------- one measurement, in its own process
+
+
+def _ids(path_glob_root: str) -> set[str]:
+    from marin.processing.documents import list_shards, read_documents
+
+    return {d["id"] for p in list_shards(path_glob_root) for d in read_documents(p)}
+
+
+def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    if side == "dedup":
+        from marin.processing.dedup import DedupConfig, dedup_documents
+
+        stats = dedup_documents(DedupConfig(input_path=corpus, output_path=out, workers=workers))
+        with open(os.path.join(out, "removed_ids.jsonl")) as f:
+            removed = [json.loads(line)["id"] for line in f]
+        return {"removed_ids": removed, "kept": stats["kept"], "documents": stats["documents"]}
+    if side == "datatrove-minhash":
+        return run_datatrove_minhash(corpus, out, workers)
     if side == "tokenize":
-        out = os.path.join(work, "tokenized")
-        shutil.rmtree(out, ignore_errors=True)
-        config = TokenizeConfig(input_path=corpus, tokenizer=tok_dir, output_path=out, workers=workers)
-        run = lambda: tokenize(config)  # noqa: E731
-    else:
-        texts = [d["text"] for p in list_shards(corpus) for d in read_documents(p)]
-        run = lambda: getattr(Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json")), side)(texts)  # noqa: E731
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = run()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu += (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
-    if side == "tokenize":
-        documents = sum(s["documents"] for s in result.values())
-        tokens = sum(s["tokens"] for s in result.values())
-    else:
-        documents, tokens = len(result), sum(len(e.ids) for e in result)
-    return {"wall": wall, "cpu": cpu, "documents": documents, "tokens": tokens}
+        from marin.processing.tokenize import TokenizeConfig, tokenize
+
+        result = tokenize(TokenizeConfig(input_path=corpus, tokenizer=tokenizer, output_path=out, workers=workers))
+        splits = [v for v in result.values() if isinstance(v, dict) and "tokens" in v]
+        return {"documents": sum(s["documents"] for s in splits), "tokens": sum(s["tokens"] for s in splits)}
+    if side == "encode_batch":
+        from tokenizers import Tokenizer
+
+        texts = corpus_texts(corpus)
+        started = time.perf_counter()
+        encoded = Tokenizer.from_file(os.path.join(tokenizer, "tokenizer.json")).encode_batch(texts)
+        return {
+            "documents": len(encoded),
+            "tokens": sum(len(e.ids) for e in encoded),
+            "excluding_read_s": time.perf_counter() - started,
+        }
+    if side == "filter":
+        from marin.processing.filter import FilterConfig, filter_documents
+
+        stats = filter_documents(FilterConfig(input_path=corpus, output_path=out, workers=workers))
+        return {"documents": stats["documents"], "kept": stats["kept"]}
+    if side == "datatrove-filters":
+        return run_datatrove_filters(corpus, out, workers)
+    raise ValueError(f"unknown side {side!r}")
 
 
-def bench_tokenize(args, work: str) -> float:
-    """Paired rounds of the three sides, each measurement in a fresh process (`--measure-tokenize`)."""
-    walls: dict[str, list[float]] = {side: [] for side in TOKENIZE_SIDES}
-    cpus: dict[str, list[float]] = {side: [] for side in TOKENIZE_SIDES}
-    last: dict[str, dict] = {}
-    for r in range(args.repeats):
-        for side in TOKENIZE_SIDES if r % 2 == 0 else reversed(TOKENIZE_SIDES):
-            cmd = [
-                sys.executable,
-                __file__,
-                "--measure-tokenize",
-                side,
-                "--workdir",
-                work,
-                "--workers",
-                str(args.workers),
-            ]
-            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-            last[side] = json.loads(done.stdout.strip().splitlines()[-1])
-            walls[side].append(last[side]["wall"])
-            cpus[side].append(last[side]["cpu"])
-    for side in TOKENIZE_SIDES:
-        t = statistics.median(walls[side])
-        print(
-            f"{side + ':':19s} {last[side]['documents'] / t:8.1f} docs/s  {last[side]['tokens'] / t:10.0f} tokens/s  "
-            f"(median {t:.2f} s, best {min(walls[side]):.2f} s; CPU median {statistics.median(cpus[side]):.2f} s)"
-        )
-    summary = ratio_summary(walls["tokenize"], walls["encode_batch"])
-    print(f"tokenize / encode_batch throughput, per round: {describe(summary)}  (target >= 0.9)")
-    fast = ratio_summary(walls["tokenize"], walls["encode_batch_fast"])
-    print(f"tokenize / encode_batch_fast throughput, per round: {describe(fast)}")
-    cpu = ratio_summary(cpus["tokenize"], cpus["encode_batch"])
-    print(f"CPU seconds, encode_batch / tokenize, per round: {describe(cpu)}")
-    if args.raw:
-        raw = {"workers": args.workers, "rounds": args.repeats, "wall_s": walls, "cpu_s": cpus, "summary": summary}
-        with open(args.raw, "w") as f:
-            json.dump(raw, f, indent=1)
-        print(f"per-round times written to {args.raw}")
-    return summary["median"]
-
-
-def bench_dedup(args, work: str, corpus: str, info: dict) -> float:
-    # --- dedup vs datatrove directly ------------------------------------------------------------
+def run_datatrove_minhash(corpus: str, out: str, workers: int) -> dict:
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.pipeline.dedup.minhash import (
         MinhashConfig,
@@ -202,70 +161,225 @@ def bench_dedup(args, work: str, corpus: str, info: dict) -> float:
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
 
-    from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
+    cfg = MinhashConfig()
+    tasks = len([n for n in os.listdir(corpus) if n.startswith("part-")])
+    kw = {"workers": workers, "start_method": "spawn"}
+    read = lambda: JsonlReader(corpus, glob_pattern="part-*.jsonl.gz")  # noqa: E731
+    LocalPipelineExecutor(
+        [read(), MinhashDedupSignature(f"{out}/sigs", config=cfg)], tasks=tasks, logging_dir=f"{out}/logs/s", **kw
+    ).run()
+    LocalPipelineExecutor(
+        [MinhashDedupBuckets(f"{out}/sigs", f"{out}/buckets", config=cfg)],
+        tasks=cfg.num_buckets,
+        logging_dir=f"{out}/logs/b",
+        **kw,
+    ).run()
+    LocalPipelineExecutor(
+        [MinhashDedupCluster(f"{out}/buckets", f"{out}/remove", config=cfg)],
+        tasks=1,
+        logging_dir=f"{out}/logs/c",
+        workers=1,
+        start_method="spawn",
+    ).run()
+    LocalPipelineExecutor(
+        [read(), MinhashDedupFilter(f"{out}/remove"), JsonlWriter(f"{out}/out")],
+        tasks=tasks,
+        logging_dir=f"{out}/logs/f",
+        **kw,
+    ).run()
+    kept = _ids(f"{out}/out")
+    return {"kept_ids": sorted(kept), "kept": len(kept)}
 
-    mh = MinHashConfig()
-    dt_cfg = MinhashConfig(
-        n_grams=mh.n_grams, num_buckets=mh.num_buckets, hashes_per_bucket=mh.hashes_per_bucket, seed=mh.seed
+
+def run_datatrove_filters(corpus: str, out: str, workers: int) -> dict:
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    from marin.processing.filter import FilterConfig, _build_filters
+
+    tasks = len([n for n in os.listdir(corpus) if n.startswith("part-")])
+    filters = [f for _, f in _build_filters(FilterConfig(input_path=corpus, output_path=out))]
+    LocalPipelineExecutor(
+        [JsonlReader(corpus, glob_pattern="part-*.jsonl.gz"), *filters, JsonlWriter(f"{out}/out")],
+        tasks=tasks,
+        logging_dir=f"{out}/logs",
+        workers=workers,
+        start_method="spawn",
+    ).run()
+    return {"kept": len(_ids(f"{out}/out"))}
+
+
+def measure(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> dict:
+    import importlib.metadata  # noqa: F401  (datatrove's dependency checks need it imported)
+
+    if side in ("dedup", "datatrove-minhash"):
+        import datatrove.pipeline.dedup.minhash  # noqa: F401  (imports before the clock, both sides)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_side(side, corpus, out, workers, tokenizer)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result.update(
+        wall=wall,
+        cpu=cpu + children.ru_utime + children.ru_stime,
+        rss_driver_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        rss_worker_mb=children.ru_maxrss / 1024,
     )
-    n_shards = info["shards"]
+    return result
 
-    def run_datatrove():
-        base = os.path.join(work, "datatrove")
-        shutil.rmtree(base, ignore_errors=True)
-        kw = {"workers": args.workers, "start_method": "spawn"}
-        LocalPipelineExecutor(
-            [JsonlReader(corpus, glob_pattern="part-*.jsonl.gz"), MinhashDedupSignature(f"{base}/sigs", config=dt_cfg)],
-            tasks=n_shards,
-            logging_dir=f"{base}/logs/sigs",
-            **kw,
-        ).run()
-        LocalPipelineExecutor(
-            [MinhashDedupBuckets(f"{base}/sigs", f"{base}/buckets", config=dt_cfg)],
-            tasks=dt_cfg.num_buckets,
-            logging_dir=f"{base}/logs/buckets",
-            **kw,
-        ).run()
-        LocalPipelineExecutor(
-            [MinhashDedupCluster(f"{base}/buckets", f"{base}/remove", config=dt_cfg)],
-            tasks=1,
-            logging_dir=f"{base}/logs/cluster",
-            workers=1,
-            start_method="spawn",
-        ).run()
-        LocalPipelineExecutor(
-            [
-                JsonlReader(corpus, glob_pattern="part-*.jsonl.gz"),
-                MinhashDedupFilter(f"{base}/remove"),
-                JsonlWriter(f"{base}/out"),
-            ],
-            tasks=n_shards,
-            logging_dir=f"{base}/logs/filter",
-            **kw,
-        ).run()
 
-    def run_ours(exact: bool):
-        out = os.path.join(work, f"dedup-{exact}")
-        shutil.rmtree(out, ignore_errors=True)
-        return dedup_documents(
-            DedupConfig(input_path=corpus, output_path=out, exact=exact, fuzzy=mh, workers=args.workers)
+def fresh(side: str, corpus: str, work: str, workers: int, tokenizer: str = "") -> dict:
+    """`measure` in a fresh process; its output folder is removed afterwards."""
+    out = os.path.join(work, f"out-{side}")
+    cmd = [sys.executable, os.path.abspath(__file__), "--measure", side, "--corpus", corpus, "--out", out]
+    cmd += ["--workers", str(workers), "--tokenizer", tokenizer, "--workdir", work]
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    shutil.rmtree(out, ignore_errors=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- the parts
+
+
+def text_mb(corpus: str) -> float:
+    """MB of text (UTF-8) in the corpus, read as a stream."""
+    from marin.processing.documents import list_shards, read_documents
+
+    return sum(len(d["text"].encode("utf-8")) for p in list_shards(corpus) for d in read_documents(p)) / 1e6
+
+
+def line(name: str, r: dict, mb: float) -> str:
+    return (
+        f"{name:28s} wall {r['wall']:7.1f} s  CPU {r['cpu']:7.1f} s  {mb / r['cpu']:6.2f} MB/s per core "
+        f"({mb / r['wall']:6.2f} MB/s wall)  RSS driver {r['rss_driver_mb']:6.0f} MB, largest worker "
+        f"{r['rss_worker_mb']:6.0f} MB"
+    )
+
+
+def part_scale(args, work, make_corpus) -> dict:
+    rows = {}
+    for k in args.scales:
+        root, truth = make_corpus(k)
+        corpus = view(work, root, k)
+        mb = text_mb(corpus)
+        r = fresh("dedup", corpus, work, args.workers)
+        ids = _ids(corpus)
+        q = score([t for t in truth if t["id"] in ids], set(r.pop("removed_ids")))
+        rows[k] = {**r, "mb": mb, **q}
+        print(line(f"dedup {k}x ({mb:.0f} MB)", r, mb) + f"  recall {q['recall']:.4f} precision {q['precision']:.4f}")
+        print(json.dumps({"scale": k, **rows[k]}), flush=True)
+    base = rows[min(rows)]
+    for k, r in rows.items():
+        print(
+            f"{k}x vs {min(rows)}x: data x{r['mb'] / base['mb']:.2f}, wall x{r['wall'] / base['wall']:.2f}, "
+            f"wall per MB x{(r['wall'] / r['mb']) / (base['wall'] / base['mb']):.2f}, "
+            f"driver RSS x{r['rss_driver_mb'] / base['rss_driver_mb']:.2f}, "
+            f"worker RSS x{r['rss_worker_mb'] / base['rss_worker_mb']:.2f}"
         )
+    return rows
 
-    (t_dt, t_fuzzy, t_both), (_, s_fuzzy, s_both) = paired_rounds(
-        args.repeats, run_datatrove, lambda: run_ours(False), lambda: run_ours(True)
+
+def part_dedup(args, work, root, truth) -> dict:
+    corpus = view(work, root, args.compare_scale)
+    mb = text_mb(corpus)
+    ids = _ids(corpus)
+    mine = [t for t in truth if t["id"] in ids]
+    ours = fresh("dedup", corpus, work, args.workers)
+    theirs = fresh("datatrove-minhash", corpus, work, args.workers)
+    q_ours = score(mine, set(ours.pop("removed_ids")))
+    q_theirs = score(mine, ids - set(theirs.pop("kept_ids")))
+    print(
+        line("dedup (exact + MinHash)", ours, mb)
+        + f"  recall {q_ours['recall']:.4f} precision {q_ours['precision']:.4f}"
     )
-    n = info["documents"]
-    for name, times, extra in (
-        ("datatrove MinHash directly:", t_dt, ""),
-        ("dedup step, MinHash only:  ", t_fuzzy, f", removed {s_fuzzy['removed']}"),
-        ("dedup step, exact+MinHash: ", t_both, f", removed {s_both['removed']}"),
-    ):
-        t = statistics.median(times)
-        print(f"{name} {n / t:8.1f} docs/s  (median {t:.2f} s, best {min(times):.2f} s{extra})")
-    summary = ratio_summary(t_fuzzy, t_dt)
-    print(f"dedup ratio, datatrove time / ours (MinHash only), per round: {describe(summary)}  (target >= 0.9)")
-    dedup_ratio = summary["median"]
-    return dedup_ratio
+    print(
+        line("datatrove MinHash directly", theirs, mb)
+        + f"  recall {q_theirs['recall']:.4f} precision {q_theirs['precision']:.4f}"
+    )
+    print(f"dedup throughput per core, ours / datatrove: {theirs['cpu'] / ours['cpu']:.2f}  (goal >= 3)")
+    print(f"dedup wall, datatrove / ours: {theirs['wall'] / ours['wall']:.2f}", flush=True)
+    return {"mb": mb, "ours": {**ours, **q_ours}, "datatrove": {**theirs, **q_theirs}}
+
+
+def part_tokenize(args, work, root) -> dict:
+    from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+
+    corpus = view(work, root, args.compare_scale)
+    mb = text_mb(corpus)
+    tok = os.path.join(work, "tokenizer")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+        train_tokenizer(TrainTokenizerConfig(input_path=_first_shard(work, root), output_path=tok, vocab_size=2048))
+    ours = fresh("tokenize", corpus, work, args.workers, tok)
+    theirs = fresh("encode_batch", corpus, work, args.workers, tok)
+    for name, r in (("tokenize step", ours), ("HF encode_batch (in memory)", theirs)):
+        print(
+            line(name, r, mb)
+            + f"  {r['tokens'] / r['cpu']:,.0f} tokens/s per core ({r['tokens'] / r['wall']:,.0f} wall)"
+        )
+    print(f"tokenize per core, ours / encode_batch: {theirs['cpu'] / ours['cpu']:.2f}  (goal >= 0.9)")
+    print(f"tokenize wall, encode_batch / ours: {theirs['wall'] / ours['wall']:.2f}", flush=True)
+    return {"mb": mb, "ours": ours, "encode_batch": theirs}
+
+
+def _first_shard(work: str, root: str) -> str:
+    out = os.path.join(work, "corpus-first")
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        os.symlink(os.path.join(root, "part-00000.jsonl.gz"), os.path.join(out, "part-00000.jsonl.gz"))
+    return out
+
+
+def part_filter(args, work, root) -> dict:
+    corpus = view(work, root, args.compare_scale)
+    mb = text_mb(corpus)
+    ours = fresh("filter", corpus, work, args.workers)
+    theirs = fresh("datatrove-filters", corpus, work, args.workers)
+    print(line("filter step", ours, mb) + f"  kept {ours['kept']}")
+    print(line("datatrove filters directly", theirs, mb) + f"  kept {theirs['kept']}")
+    print(f"filter per core, ours / datatrove: {theirs['cpu'] / ours['cpu']:.2f}  (goal >= 0.9)")
+    print(f"filter wall, datatrove / ours: {theirs['wall'] / ours['wall']:.2f}", flush=True)
+    return {"mb": mb, "ours": ours, "datatrove": theirs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", default="/tmp/marin-data-bench", help="kept between runs (the corpus is reused)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scales", default="1,4,16")
+    parser.add_argument("--compare-scale", type=int, default=1)
+    parser.add_argument("--parts", default="dedup,tokenize,filter,scale", help="run in this order")
+    parser.add_argument("--docs-per-shard", type=int, default=DOCS_PER_SHARD, help="smaller for a quick try")
+    parser.add_argument("--results", default=None, help="write every figure to this JSON file")
+    parser.add_argument("--measure", help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizer", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.corpus, args.out, args.workers, args.tokenizer)))
+        return
+    args.scales = [int(s) for s in args.scales.split(",")]
+    work = os.path.abspath(args.workdir)
+    os.makedirs(work, exist_ok=True)
+    results = {"workers": args.workers, "cores": os.cpu_count()}
+
+    def corpus(scale: int) -> tuple[str, list[dict]]:
+        return generate(work, scale, args.workers, args.docs_per_shard)
+
+    for part in args.parts.split(","):
+        if part == "scale":
+            results["scale"] = part_scale(args, work, corpus)
+        elif part == "dedup":
+            results["dedup"] = part_dedup(args, work, *corpus(args.compare_scale))
+        elif part == "tokenize":
+            results["tokenize"] = part_tokenize(args, work, corpus(args.compare_scale)[0])
+        elif part == "filter":
+            results["filter"] = part_filter(args, work, corpus(args.compare_scale)[0])
+        else:
+            raise SystemExit(f"unknown part {part!r}")
+        if args.results:
+            with open(args.results, "w") as f:
+                json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":

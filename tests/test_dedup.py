@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import random
+import unicodedata
 
 import pytest
 
-import marin.processing.dedup as dedup_mod
+import marin.processing.dedup_stages as dedup_stages
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.documents import BadDocumentError
-from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
+from tests.data_docs import VOLATILE, doc, english_doc, read_shard, tree_bytes, write_shard
+from tests.planted_corpus import KINDS, PlantedCorpus, score, write_corpus
 
 
 def _near(rng: random.Random, text: str) -> str:
@@ -89,47 +91,89 @@ def test_exact_only_leaves_near_duplicates(tmp_path):
     assert not {p for p in planted if p.startswith("exact")} & kept
 
 
-def test_dedup_output_bytes_identical_across_one_and_two_workers_and_reruns(tmp_path):
+def test_dedup_output_bytes_identical_across_workers_partitions_and_reruns(tmp_path):
     _corpus(tmp_path / "in")
     outs = []
-    for name, workers in [("a", 1), ("b", 2), ("c", 1)]:
+    for name, workers, partitions in [("a", 1, None), ("b", 2, 3), ("c", 1, 2)]:
         cfg = DedupConfig(
             input_path=str(tmp_path / "in"),
             output_path=str(tmp_path / name),
             workers=workers,
+            partitions=partitions,
             fuzzy=MinHashConfig(num_buckets=4),
         )
         dedup_documents(cfg)
-        outs.append(tree_bytes(tmp_path / name))
+        # ledgers (where each task ran) are volatile, and their number follows the partitions
+        outs.append({k: v for k, v in tree_bytes(tmp_path / name).items() if v != VOLATILE})
     assert outs[0] == outs[1] == outs[2]
+    assert "removed_ids.jsonl" in outs[0] and "part-00002.jsonl.gz" in outs[0]
+
+
+def test_partitioned_exact_stage_removes_what_one_global_dict_did(tmp_path):
+    """The exact stage split over key partitions removes the same documents, as duplicates of the same
+    first documents, as the earlier single pass with one dict of every key in the corpus."""
+    _corpus(tmp_path / "in")
+    first: dict[str, str] = {}
+    expected = []
+    for path in sorted((tmp_path / "in").glob("part-*")):
+        for d in read_shard(path):
+            key = " ".join(unicodedata.normalize("NFKC", d["text"]).lower().split())
+            if key in first:
+                expected.append({"duplicate_of": first[key], "id": d["id"], "reason": "exact"})
+            else:
+                first[key] = d["id"]
+    assert len(expected) == 4
+    for partitions in (1, 3):
+        out = tmp_path / f"p{partitions}"
+        dedup_documents(
+            DedupConfig(input_path=str(tmp_path / "in"), output_path=str(out), fuzzy=None, partitions=partitions)
+        )
+        removed = [json.loads(line) for line in (out / "removed_ids.jsonl").read_text().splitlines()]
+        assert removed == expected
+
+
+def test_planted_copies_by_jaccard_similarity_recall_and_precision(tmp_path):
+    """Copies at Jaccard >= 0.8 (and exact, re-cased ones) are removed; copies at <= 0.55 are kept."""
+    spec = PlantedCorpus(shards=2, docs_per_shard=70, words=120, copy_every=5)
+    truth = write_corpus(spec, str(tmp_path / "in"))
+    assert {t["kind"] for t in truth} == set(KINDS)
+    assert all(t["jaccard"] >= 0.8 for t in truth if t["kind"].startswith("near"))
+    assert all(t["jaccard"] <= 0.55 for t in truth if t["kind"].startswith("far"))
+    dedup_documents(DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out")))
+    removed = {json.loads(line)["id"] for line in (tmp_path / "out" / "removed_ids.jsonl").read_text().splitlines()}
+    result = score(truth, removed)
+    assert result["positives"] > 10
+    assert result["recall"] == 1.0 and result["precision"] == 1.0
 
 
 def test_a_crash_while_writing_resumes_redoing_only_the_missing_shards(tmp_path, monkeypatch, caplog):
     _corpus(tmp_path / "in", n_shards=4)
     cfg = DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out"))
-    real_encode = dedup_mod.encode_documents
-    calls = []
+    real_stream = dedup_stages.DocumentStream
+    opened = []
 
-    def crash_on_third_shard(docs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("simulated crash while writing shard 3 of 4")
-        return real_encode(docs)
+    class CrashOnThirdShard(real_stream):
+        def __init__(self, raw):
+            opened.append(1)
+            if len(opened) == 3:
+                raise RuntimeError("simulated crash while writing shard 3 of 4")
+            super().__init__(raw)
 
-    monkeypatch.setattr(dedup_mod, "encode_documents", crash_on_third_shard)
+    monkeypatch.setattr(dedup_stages, "DocumentStream", CrashOnThirdShard)
     with pytest.raises(RuntimeError, match="simulated crash"):
         dedup_documents(cfg)
     out = tmp_path / "out"
     before = {p.name: p.stat().st_mtime_ns for p in out.glob("part-*")}
     assert sorted(before) == ["part-00000.jsonl.gz", "part-00001.jsonl.gz"]
-    assert (out / ".work" / "plan.json").exists()
+    assert not list(out.glob(".tmp-*"))
 
-    monkeypatch.setattr(dedup_mod, "encode_documents", real_encode)
-    caplog.set_level(logging.INFO, logger="marin.processing.dedup")
+    monkeypatch.setattr(dedup_stages, "DocumentStream", real_stream)
+    caplog.set_level(logging.INFO)
     dedup_documents(cfg)
     written = [r.getMessage().split()[2] for r in caplog.records if r.getMessage().startswith("wrote shard")]
     assert written == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
-    assert any("reusing the finished plan" in r.getMessage() for r in caplog.records)
+    skipped = [r.getMessage() for r in caplog.records if "already done" in r.getMessage()]
+    assert [m.split(":")[1].strip() for m in skipped] == ["scan", "exact", "buckets", "resolve", "filter"]
     assert {p: (out / p).stat().st_mtime_ns for p in before} == before
 
     dedup_documents(DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "fresh")))
@@ -149,3 +193,19 @@ def test_a_non_utf8_line_fails_naming_the_file_or_is_counted_when_skipping(tmp_p
         DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out2"), skip_bad_documents=True)
     )
     assert stats["documents"] == 1 and stats["skipped_bad_documents"] == {"not_utf8": 1}
+
+
+def test_dedup_as_a_ray_task_runs_every_stage_as_ray_tasks_with_the_same_bytes(ray_cluster, tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    _corpus(tmp_path / "in")
+
+    def config(name: str) -> DedupConfig:
+        return DedupConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / name), partitions=2)
+
+    dedup_documents(config("local"))
+    ray_cluster.get(ray_cluster.remote(dedup_documents).remote(config("ray")))
+    for stage, tasks in (("scan", 3), ("exact", 2), ("buckets", 28), ("resolve", 1), ("filter", 3)):
+        ledgers = sorted((tmp_path / "ray" / ".shards" / f"dedup-{stage}").glob("part-?????.json"))
+        assert len(ledgers) == tasks
+        assert all(json.loads(p.read_text())["ran"]["node"] is not None for p in ledgers)
+    assert tree_bytes(tmp_path / "local") == tree_bytes(tmp_path / "ray")
