@@ -37,8 +37,8 @@ from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
+from marin.training.levanter_process import prepare_levanter_process
 from marin.training.model_io import export_hf, levanter_llama
-from marin.training.tensorstore_endpoints import use_storage_endpoints
 from marin.training.wandb_sync import WandbSync, live_wandb_dir
 
 logger = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ def train(config: TrainConfig) -> None:
     check_accelerator(
         f"train step {run_id_of(config.output_path)}", running_step_resources(), config.require_accelerator
     )
-    use_storage_endpoints()
+    prepare_levanter_process()
     parent = check_inputs(config)
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
