@@ -2,11 +2,13 @@
 
     PYTHONPATH=. .venv/bin/python benchmarks/browser_bench.py [--workdir DIR] [--gb 1.0]
 
-Builds, in a temporary folder (deleted afterwards): 1,000 experiment records (3 steps each,
+Builds, in a temporary folder (deleted afterwards): 1,000 experiment records (4 steps each:
+data, tokenize, a version of `train/bench` with its metrics.jsonl, an evaluation with its results.json;
 with a realistic ~250-package environment), one experiment of 1,000 steps, and a 1 GB
 (uncompressed) jsonl.gz written at gzip level 1. Then times, over real HTTP against the
 app served by uvicorn on 127.0.0.1: the experiments list (cold: empty record cache; warm),
-the 1,000-step experiment page (cold and warm), and the first page of the jsonl.gz preview
+the 1,000-step experiment page (cold and warm), the leaderboard and the runs table (1,000 versions of
+one train step), a text search and a random sample of the jsonl.gz, and the first page of the jsonl.gz preview
 (plus a page 100 MB in, which must decompress its way there). Targets: list and experiment
 page <= 1 s, first preview page <= 0.5 s.
 """
@@ -160,15 +162,38 @@ def build(root: Path, n_experiments: int, n_steps: int) -> str:
     for e in range(n_experiments):
         a = make_step(p, f"exp{e:04d}/data", {"seed": e})
         b = make_step(p, f"exp{e:04d}/tok", {"input": "DEP[0]"}, [a])
-        c = make_step(p, f"exp{e:04d}/train", {"lr": 1e-3, "data": "DEP[0]"}, [b])
-        for i, s in enumerate((a, b, c)):
+        c = make_step(
+            p,
+            "train/bench",
+            {"lr": 1e-3 * (1 + e % 10), "layers": 2 + e % 4, "seed": e, "data": "DEP[0]"},
+            [b],
+            fn="marin.training.train:train",
+        )
+        d = make_step(p, "eval/bench", {"checkpoint": "DEP[0]"}, [c], fn="marin.evaluation.evaluate:evaluate")
+        for i, s in enumerate((a, b, c, d)):
             st = states[(e + i) % len(states)]
             if st:
                 folder = root / s["relative_output_path"]
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / ".executor_status").write_text(st)
+                if s is c:
+                    rows = [{"step": k, "loss": 8.0 / (1 + k) + 2.0, "tokens": 4096 * (k + 1)} for k in range(200)]
+                    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+                if s is d and st == "SUCCESS":
+                    params = 1_000_000 * (1 + e % 7)
+                    bpb = 1.0 + 1.0 / (1 + e % 7) + 0.01 * (e % 10)
+                    write_json(
+                        folder / "results.json",
+                        {
+                            "macro_bpb": bpb,
+                            "macro_loss": bpb * 1.3,
+                            "parameter_count": params,
+                            "tokens": 20 * params,
+                            "flops": 120 * params * params,
+                        },
+                    )
         path = write_record(
-            root, f"exp{e:04d}", f"experiments/bench/exp{e:04d}.py", f"benchmark experiment {e}", [a, b, c], []
+            root, f"exp{e:04d}", f"experiments/bench/exp{e:04d}.py", f"benchmark experiment {e}", [a, b, c, d], []
         )
         rec = json.loads(path.read_text())
         rec["environment"]["packages"] = PACKAGES
@@ -280,7 +305,20 @@ def main() -> None:
             results.append(
                 measure(f"experiment page, {args.steps} steps (DAG + table), again", url, 5, 1.0, b"big/step0999")
             )
+            n = args.experiments
+            results.append(measure(f"leaderboard, {n} records, first", base + "/leaderboard", 1, 1.0, b"Pareto"))
+            results.append(measure(f"leaderboard, {n} records, again", base + "/leaderboard", 5, 1.0, b"Pareto"))
+            results.append(measure(f"runs table, {n} records, first", base + "/runs", 1, 1.0, b"train/bench"))
+            results.append(measure(f"runs table, {n} records, again", base + "/runs", 5, 1.0, b"train/bench"))
             url = f"{base}/file/0/data/big.jsonl.gz"
+            results.append(
+                measure(f"jsonl.gz search ({args.gb:g} GB), first 50 matches", url + "?q=doc", 1, 1.0, b"documents")
+            )
+            results.append(
+                measure(
+                    f"jsonl.gz sample of 20 ({args.gb:g} GB, first 256 MiB)", url + "?sample=20", 1, None, b"random"
+                )
+            )
             results.append(measure(f"jsonl.gz preview ({args.gb:g} GB), first page", url, 5, 0.5, b"doc-000000049"))
             results.append(
                 measure(

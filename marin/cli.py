@@ -127,7 +127,7 @@ def cmd_rerun(ns) -> int:
 def cmd_verify(ns) -> int:
     from marin.execution.verify import verify_main
 
-    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only)
+    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
 
 
 def cmd_browse(ns) -> int:
@@ -230,6 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare the manifests without hashing the files again (fast; trusts that nothing changed since)",
     )
+    from marin.execution.verify_values import DEFAULT_ATOL, DEFAULT_RTOL
+
+    p.add_argument(
+        "--rtol",
+        type=float,
+        default=DEFAULT_RTOL,
+        help="tensors, metrics and JSON numbers this close (relative) are 'close', not 'differs' "
+        "(exit 3 when nothing else differs; 0 compares bits)",
+    )
+    p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser("browse", help="a read-only web page over outputs")

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, ResourceConfig, versioned
-from marin.sharding import map_shards
+from marin.sharding import LEDGERS, run_shards
 
 
 def _node_id() -> str | None:
@@ -114,43 +114,51 @@ def drive_chain(prefix: str, address: str, invocations: str, slow_s: float) -> N
     Executor(prefix, backend="ray", ray_address=address, experiment_name="chain").run(chain_steps(invocations, slow_s))
 
 
-def write_shard(item: tuple[str, int, int]) -> dict:
-    """Writes `shard-<i>.jsonl` (deterministic content), logs where it ran; returns the file's sha256."""
-    out_dir, index, n_docs = item
-    os.makedirs(out_dir, exist_ok=True)
-    lines = [
-        json.dumps({"id": f"{index}-{j}", "text": " ".join(f"w{(index * 31 + j * k) % 97}" for k in range(j % 7 + 1))})
-        for j in range(n_docs)
-    ]
-    data = ("\n".join(lines) + "\n").encode()
-    tmp = os.path.join(out_dir, f".shard-{index:05d}.jsonl.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, os.path.join(out_dir, f"shard-{index:05d}.jsonl"))
-    append_line(
-        os.path.join(os.path.dirname(out_dir.rstrip("/")), "shard_nodes.jsonl"), {"shard": index, "node": _node_id()}
-    )
-    time.sleep(0.3)
-    return {"shard": index, "sha256": hashlib.sha256(data).hexdigest()}
-
-
 @dataclass(frozen=True)
 class ShardedConfig:
     shards: int
     """How many shards to write."""
     docs_per_shard: int
     """Documents per shard."""
+    sleep_s: float = 0.3
+    """How long each shard sleeps after writing (not part of the output)."""
     output_path: str = THIS_OUTPUT_PATH
     """This step's output folder."""
 
 
+def write_shard(config: ShardedConfig, index: int) -> dict:
+    """Writes `shards/shard-<i>.jsonl` (deterministic content), logs where it ran; returns the file's sha256."""
+    out_dir = os.path.join(config.output_path, "shards")
+    os.makedirs(out_dir, exist_ok=True)
+    append_line(os.path.join(config.output_path, "shard_starts.jsonl"), {"shard": index, "node": _node_id()})
+    lines = [
+        json.dumps({"id": f"{index}-{j}", "text": " ".join(f"w{(index * 31 + j * k) % 97}" for k in range(j % 7 + 1))})
+        for j in range(config.docs_per_shard)
+    ]
+    data = ("\n".join(lines) + "\n").encode()
+    time.sleep(config.sleep_s)
+    tmp = os.path.join(out_dir, f".shard-{index:05d}.jsonl.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, os.path.join(out_dir, f"shard-{index:05d}.jsonl"))
+    append_line(os.path.join(config.output_path, "shard_nodes.jsonl"), {"shard": index, "node": _node_id()})
+    return {"shard": index, "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def sharded_step_fn(config: ShardedConfig) -> None:
-    """A data step that fans its shards out with `map_shards`, then writes an index in input order."""
-    shard_dir = os.path.join(config.output_path, "shards")
-    items = [(shard_dir, i, config.docs_per_shard) for i in range(config.shards)]
-    results = map_shards(write_shard, items, resources={"num_cpus": 1})
+    """A data step that fans its shards out with `run_shards`, then writes an index in shard order."""
+    ledgers = os.path.join(config.output_path, LEDGERS, "sharded")
+    results = run_shards(write_shard, config, range(config.shards), desc="sharded", ledger_dir=ledgers)
     with open(os.path.join(config.output_path, "index.json"), "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
+
+
+def data_steps(docs: str, tokenizer: str) -> list[ExecutorStep]:
+    """filter -> tokenize of the documents in `docs`, as an experiment writes them."""
+    from experiments.defaults import default_filter, default_tokenize
+
+    filtered = default_filter("cluster-data", docs)
+    return [filtered, default_tokenize("cluster-data", filtered, tokenizer, validation_fraction=0.2)]
 
 
 if __name__ == "__main__":

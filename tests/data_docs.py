@@ -46,6 +46,24 @@ def read_shard(path: Path) -> list[dict]:
     return [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines() if line.strip()]
 
 
+VOLATILE = b"<volatile>"
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
-    """Every file under root (hidden work files included) by relative path."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file under root (hidden work files included) by relative path.
+
+    A file a step lists in its volatile_files.txt (anywhere under root; shard ledgers say where each
+    shard ran) is there as VOLATILE, as `marin verify` compares it: present, bytes not compared.
+    """
+    from marin.storage.manifest import VOLATILE_LIST, is_volatile
+
+    lists = {
+        p.parent: [line.strip() for line in p.read_text().splitlines() if line.strip()]
+        for p in root.rglob(VOLATILE_LIST)
+    }
+
+    def volatile(p: Path) -> bool:
+        return any(p.is_relative_to(d) and is_volatile(str(p.relative_to(d)), pats) for d, pats in lists.items())
+
+    files = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+    return {rel: VOLATILE if volatile(p) else p.read_bytes() for rel, p in files.items()}

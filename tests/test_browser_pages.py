@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
 from marin.browser.previews import read_jsonl_page
-from marin.browser.svg import layout
+from marin.browser.svg import MAX_DAG_WIDTH, dag_svg, layout
 from tests.browser_pipeline import lab_prefix
 
 
@@ -300,3 +300,67 @@ def test_odd_file_names_are_linked_and_previewed(client, lab):
     href = re.search(r'<a class="file" href="([^"]*notes[^"]*)"', html).group(1)
     assert "#" not in href and "?" not in href and " " not in href
     assert "odd but fine" in client.get(href.replace("&amp;", "&")).text
+
+
+def _edge_samples(d: str, n: int = 24) -> list[tuple[float, float]]:
+    """Points along an SVG path of M, L and C commands (as dag_svg writes them)."""
+    tokens = re.findall(r"[MLC]|-?\d+(?:\.\d+)?", d)
+    points, here, i = [], (0.0, 0.0), 0
+    while i < len(tokens):
+        cmd = tokens[i]
+        if cmd == "M":
+            here = (float(tokens[i + 1]), float(tokens[i + 2]))
+            i += 3
+        elif cmd == "L":
+            end = (float(tokens[i + 1]), float(tokens[i + 2]))
+            points += [(here[0] + (end[0] - here[0]) * t / n, here[1] + (end[1] - here[1]) * t / n) for t in range(n)]
+            here, i = end, i + 3
+        else:
+            c1, c2, end = [(float(tokens[i + k]), float(tokens[i + k + 1])) for k in (1, 3, 5)]
+            for t in (k / n for k in range(n)):
+                u = 1 - t
+                points.append(
+                    tuple(
+                        u**3 * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2 + t**3 * p3
+                        for p0, p1, p2, p3 in zip(here, c1, c2, end, strict=True)
+                    )
+                )
+            here, i = end, i + 7
+    return points
+
+
+@pytest.mark.parametrize("chain", [4, 12])
+def test_dag_edges_never_pass_through_a_step_and_long_dags_turn_to_fit_the_page(chain):
+    """b -> d skips c's layer: drawn straight along the row, that edge crossed c (deduped -> tokenized did)."""
+    names = [f"s{i}" for i in range(chain)]
+    steps = [
+        {"id": n, "label": n, "sub": "", "state": "SUCCESS", "href": "#", "deps": [], "pseudo_deps": []} for n in names
+    ]
+    for i in range(1, chain):
+        steps[i]["deps"].append(names[i - 1])
+    steps[-1]["deps"].append(names[1])  # skips every layer in between
+    steps.append(
+        {
+            "id": "side",
+            "label": "side",
+            "sub": "",
+            "state": "SUCCESS",
+            "href": "#",
+            "deps": [names[0]],
+            "pseudo_deps": [],
+        }
+    )
+    svg = dag_svg(steps)
+    width = float(re.search(r'width="(\d+)"', svg)[1])
+    assert width <= MAX_DAG_WIDTH
+    assert ("dag across" in svg) == (chain == 4)
+    rects = [
+        tuple(map(float, m)) for m in re.findall(r'<rect x="([\d.]+)" y="([\d.]+)" width="(\d+)" height="(\d+)"', svg)
+    ]
+    assert len(rects) == len(steps)
+    paths = re.findall(r'<path class="edge \w+" d="([^"]+)"', svg)
+    assert len(paths) == chain + 1
+    for d in paths:
+        for x, y in _edge_samples(d)[3:-3]:
+            inside = [r for r in rects if r[0] + 2 < x < r[0] + r[2] - 2 and r[1] + 2 < y < r[1] + r[3] - 2]
+            assert not inside, f"edge {d[:40]}… passes through a node at ({x:.0f}, {y:.0f})"

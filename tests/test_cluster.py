@@ -2,13 +2,17 @@
 
 Placement by resources, plan-time refusal of what no node has, `marin submit` of hello world through
 the dashboard, shards spread over nodes with the same bytes as locally, a driver killed mid-run, and
-a worker node's raylet killed mid-step (last: it leaves the cluster one node short).
+a worker node's raylet killed mid-step, the data steps (filter, tokenize) fanning their shards out
+over the nodes with the bytes of a local run, and a node killed under a sharded step (the two kills
+come last: each leaves the cluster one node short).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -20,8 +24,19 @@ from marin.execution import Executor, ExecutorRunError, ResourceConfig
 from marin.execution.backends import canonical_accelerator, ray_options
 from marin.execution.resources_check import unsatisfiable_reason
 from marin.execution.submit import build_job, prefix_warning, submit_main
+from marin.sharding import LEDGERS
 from marin.storage import compute_manifest
-from tests.cluster_steps import ShardedConfig, chain_steps, probe_step, read_lines, sharded_step_fn
+from tests.cluster_steps import (
+    ShardedConfig,
+    chain_steps,
+    data_steps,
+    probe_step,
+    read_lines,
+    sharded_step_fn,
+    write_shard,
+)
+from tests.data_docs import doc, english_doc
+from tests.data_docs import write_shard as write_doc_shard
 from tests.ray_nodes import REPO, LocalRayCluster
 
 LEASE_ENV = {"MARIN_LEASE_TIMEOUT_S": "3", "MARIN_LEASE_HEARTBEAT_S": "0.5"}
@@ -162,6 +177,53 @@ def test_shards_spread_over_nodes_with_the_same_bytes_as_a_local_pool(cluster, t
         assert (local_out / name).read_bytes() == open(os.path.join(out, name), "rb").read(), name
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Six shards of English documents that pass the filters, and a tokenizer trained on them."""
+    from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+
+    root = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(3)
+    for s in range(6):
+        docs = [doc(f"d{s}-{i}", english_doc(rng, rng.randint(60, 160))) for i in range(20)]
+        write_doc_shard(root / "docs" / f"part-{s:05d}.jsonl.gz", docs)
+    train_tokenizer(TrainTokenizerConfig(input_path=str(root / "docs"), output_path=str(root / "tok"), vocab_size=300))
+    return str(root / "docs"), str(root / "tok")
+
+
+def _stable(manifest: dict) -> list[tuple]:
+    """A manifest's files with their hashes, a volatile file (a shard ledger) by its path only."""
+    return [(f["path"], None if f.get("volatile") else f["sha256"]) for f in manifest["files"]]
+
+
+def _ledgers(folder: str) -> dict[int, dict]:
+    ledgers = {}
+    for path in glob.glob(os.path.join(folder, "part-*[0-9].json")):
+        with open(path) as f:
+            ledger = json.load(f)
+        ledgers[ledger["shard"]] = ledger
+    return ledgers
+
+
+def test_data_steps_fan_shards_out_over_the_nodes_with_the_bytes_of_a_local_run(cluster, corpus, tmp_path):
+    """The local run is this process's own (a driver that called ray.init but runs the step itself keeps
+    its shards local; the ledgers say node null)."""
+    docs, tok = corpus
+    steps = data_steps(docs, tok)
+    local = Executor(str(tmp_path / "local"), backend="local", experiment_name="data").run(steps)
+    assert {
+        ledger["ran"]["node"] for ledger in _ledgers(os.path.join(local[steps[0]], LEDGERS, "filter")).values()
+    } == {None}
+    paths = run(str(tmp_path / "prefix"), steps, cluster, "data")
+    for step in steps:
+        rel = os.path.relpath(paths[step], tmp_path / "prefix")
+        assert _stable(compute_manifest(paths[step])) == _stable(compute_manifest(str(tmp_path / "local" / rel))), rel
+    ledgers = _ledgers(os.path.join(paths[steps[0]], LEDGERS, "filter"))
+    nodes = {cluster.name_of(ledger["ran"]["node"]) for ledger in ledgers.values()}
+    assert sorted(ledgers) == list(range(6)) and len(nodes) >= 2, nodes
+    assert os.path.exists(os.path.join(paths[steps[1]], "train", "shard_ledger.json"))
+
+
 def test_marin_submit_runs_hello_world_on_the_cluster(cluster, tmp_path):
     prefix = str(tmp_path / "hello")
     cmd = [sys.executable, "-m", "marin.cli", "submit", "--address", cluster.dashboard, "--wait", "--"]
@@ -268,3 +330,61 @@ def test_node_killed_mid_step_is_retried_elsewhere_and_output_written_once(clust
     with open(os.path.join(out, ".executor_manifest.json")) as f:
         assert json.load(f) == compute_manifest(out)
     assert sorted(os.listdir(os.path.join(out, ".executor_logs"))) == ["001.log", "002.log"]
+
+
+def test_a_node_killed_under_a_sharded_step_loses_only_its_shards_which_run_once_elsewhere(cluster, tmp_path):
+    """Runs after the step-level kill: it kills a worker node (one still alive) while it runs a shard."""
+    import threading
+
+    import ray
+
+    from marin.execution import ExecutorStep
+
+    config = ShardedConfig(shards=6, docs_per_shard=50, sleep_s=3.0)
+    step = ExecutorStep(
+        name="sharded-kill", fn=sharded_step_fn, config=config, resources=ResourceConfig(cpu=0, custom={"head": 1})
+    )
+    prefix = str(tmp_path / "prefix")
+    result: dict = {}
+
+    def drive():
+        try:
+            result["paths"] = run(prefix, [step], cluster, "sharded-kill")
+        except ExecutorRunError as exc:
+            result["error"] = exc
+
+    def starts() -> list[dict]:
+        found = glob.glob(os.path.join(prefix, "**", "shard_starts.jsonl"), recursive=True, include_hidden=True)
+        return [line for path in found for line in read_lines(path)]
+
+    workers = {n["NodeID"] for n in ray.nodes() if n["Alive"]} - {cluster.nodes["head"].node_id}
+    thread = threading.Thread(target=drive)
+    thread.start()
+    deadline = time.monotonic() + 90
+    while not (on_worker := [s for s in starts() if s["node"] in workers]):
+        assert time.monotonic() < deadline and thread.is_alive(), f"no shard started on a worker node: {result}"
+        time.sleep(0.1)
+    victim, lost = on_worker[0]["node"], on_worker[0]["shard"]
+    os.kill(cluster.raylet_pid(cluster.name_of(victim)), signal.SIGKILL)
+    thread.join(timeout=180)
+    assert not thread.is_alive() and "error" not in result, result
+
+    out = result["paths"][step]
+    ledgers = _ledgers(os.path.join(out, LEDGERS, "sharded"))
+    assert sorted(ledgers) == list(range(6))
+    assert ledgers[lost]["ran"]["node"] != victim and ledgers[lost]["ran"]["attempt"] >= 2, ledgers[lost]
+    assert len({s["node"] for s in starts()}) >= 2
+    assert sorted(n for n in os.listdir(os.path.join(out, "shards")) if not n.startswith(".")) == [
+        f"shard-{i:05d}.jsonl" for i in range(6)
+    ]
+    finished = [line["shard"] for line in read_lines(os.path.join(out, "shard_nodes.jsonl"))]
+    assert sorted(finished) == list(range(6)), f"a shard was written twice or never: {finished}"
+    clean = tmp_path / "clean"
+    expected = [
+        write_shard(ShardedConfig(shards=6, docs_per_shard=50, sleep_s=0, output_path=str(clean)), i) for i in range(6)
+    ]
+    with open(os.path.join(out, "index.json")) as f:
+        assert json.load(f) == expected
+    for i in range(6):
+        name = f"shards/shard-{i:05d}.jsonl"
+        assert (clean / name).read_bytes() == open(os.path.join(out, name), "rb").read(), name

@@ -222,7 +222,7 @@ def test_caches_are_byte_identical_to_levanters_serial_writer_fed_by_its_own_pre
 def test_output_bytes_identical_across_workers_and_batch_sizes(data, tmp_path):
     """Batches of 3 documents make several batches per shard wait in the inline pipeline at once."""
     root, _ = data
-    for name, workers, batch_size in (("one", 1, 1024), ("two", 2, 1024), ("batches-of-3", 1, 3)):
+    for name, workers, batch_size in (("one", 1, 1024), ("eight", 8, 1024), ("batches-of-3", 1, 3)):
         tokenize(
             TokenizeConfig(
                 input_path=str(root / "docs"),
@@ -232,7 +232,7 @@ def test_output_bytes_identical_across_workers_and_batch_sizes(data, tmp_path):
                 batch_size=batch_size,
             )
         )
-    assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "two") == tree_bytes(tmp_path / "batches-of-3")
+    assert tree_bytes(tmp_path / "one") == tree_bytes(tmp_path / "eight") == tree_bytes(tmp_path / "batches-of-3")
     assert not (tmp_path / "one" / ".parts").exists()
 
 
@@ -247,14 +247,14 @@ def test_a_crash_after_k_shards_resumes_tokenizing_only_the_missing_ones(data, t
     )
     with pytest.raises(BadDocumentError, match=r"part-00002\.jsonl\.gz:11: not_utf8"):
         tokenize(cfg)
-    done = {p.name for p in (tmp_path / "out" / ".parts").glob("input-*.json")}
-    assert {"input-00000.json", "input-00001.json"} <= done and "input-00002.json" not in done
+    done = {p.name for p in (tmp_path / "out" / ".parts" / ".shards").glob("part-*[0-9].json")}
+    assert {"part-00000.json", "part-00001.json"} <= done and "part-00002.json" not in done
 
     (tmp_path / "in" / "part-00002.jsonl.gz").write_bytes(good)
     caplog.set_level(logging.INFO)
     tokenize(cfg)
     redone = [r.getMessage().split()[2] for r in caplog.records if r.getMessage().startswith("tokenized shard")]
-    expected = [f"part-{s:05d}.jsonl.gz" for s in range(4) if f"input-{s:05d}.json" not in done]
+    expected = [f"part-{s:05d}.jsonl.gz" for s in range(4) if f"part-{s:05d}.json" not in done]
     assert sorted(os.path.basename(p) for p in redone) == expected
 
     tokenize(
@@ -283,7 +283,7 @@ def test_an_encoder_failure_in_a_shards_last_batch_leaves_it_undone_and_a_rerun_
     monkeypatch.setattr(LevanterEncoder, "encode_later", fail_on_14th)
     with pytest.raises(RuntimeError, match="injected tokenizer failure"):
         tokenize(cfg)
-    assert not (tmp_path / "out" / ".parts" / "input-00000.json").exists()
+    assert not (tmp_path / "out" / ".parts" / ".shards" / "part-00000.json").exists()
 
     monkeypatch.setattr(LevanterEncoder, "encode_later", real)
     tokenize(cfg)
@@ -323,3 +323,72 @@ def test_a_tokenizer_replaced_at_the_same_path_is_never_served_stale(data, tmp_p
     hf = AutoTokenizer.from_pretrained(str(tok))
     expected = sum(len(ids) for ids in hf([d["text"] for d in docs])["input_ids"])
     assert second["train"]["tokens"] == expected != first["train"]["tokens"]
+
+
+def test_a_cache_of_many_chunks_moves_to_the_bucket_chunk_by_chunk_with_the_same_bytes(
+    data, tmp_path, bucket_prefix, monkeypatch, caplog
+):
+    """Levanter's write chunk lowered to 2048 tokens, so the tiny corpus spans many chunk files."""
+    import levanter.store.jagged_array as jagged
+
+    from marin.processing import levanter_cache
+
+    monkeypatch.setattr(jagged, "DEFAULT_WRITE_CHUNK_SIZE", 2048)
+    monkeypatch.setattr(jagged, "DEFAULT_CHUNK_SIZE", 512)
+    monkeypatch.setattr(levanter_cache, "TOKENS_PER_WRITE", 1000)
+    root, _ = data
+    remote = bucket_prefix("gcs") + "/tokenized"
+    caplog.set_level(logging.INFO, logger="marin.processing.levanter_cache")
+    for out in (str(tmp_path / "local"), remote):
+        cfg = TokenizeConfig(input_path=str(root / "docs"), tokenizer=str(root / "tok"), output_path=out)
+        tokenize(dataclasses.replace(cfg, validation_fraction=0.0))
+    from marin.storage import filesystem
+
+    filesystem(remote).get(remote + "/", str(tmp_path / "fetched") + "/", recursive=True)
+    fetched, local = tree_bytes(tmp_path / "fetched"), tree_bytes(tmp_path / "local")
+    fetched.pop("tokenize_info.json"), local.pop("tokenize_info.json")
+    assert fetched == local
+    chunks = [rel for rel in local if rel.startswith("train/input_ids/data/c/")]
+    assert len(chunks) >= 6, chunks
+    (peak,) = [int(r.getMessage().split()[5]) for r in caplog.records if "bytes of local scratch" in r.getMessage()]
+    cache_bytes = sum(len(b) for rel, b in local.items() if rel.startswith("train/"))
+    print(f"local scratch peak {peak} bytes for a {cache_bytes}-byte cache in {len(chunks)} data chunks")
+    assert peak < cache_bytes / 2, (peak, cache_bytes)
+
+
+def test_a_crash_on_a_bucket_resumes_tokenizing_only_the_shards_without_a_ledger(
+    data, tmp_path, bucket_prefix, monkeypatch
+):
+    from marin.storage import filesystem, list_dir
+
+    root, docs = data
+    for s in range(4):
+        write_shard(tmp_path / "in" / f"part-{s:05d}.jsonl.gz", docs[s * 10 : (s + 1) * 10])
+    good = (tmp_path / "in" / "part-00002.jsonl.gz").read_bytes()
+    write_shard(tmp_path / "in" / "part-00002.jsonl.gz", docs[20:30], raw_lines=[b'{"id": "x", "text": "\xff"}\n'])
+    remote = bucket_prefix("s3") + "/tokenized"
+    cfg = TokenizeConfig(input_path=str(tmp_path / "in"), tokenizer=str(root / "tok"), output_path=remote)
+    with pytest.raises(BadDocumentError, match=r"part-00002\.jsonl\.gz:11: not_utf8"):
+        tokenize(cfg)
+    ledgers = {n for n in list_dir(remote + "/.parts/.shards") if not n.endswith(".attempts.json")}
+    assert ledgers == {"part-00000.json", "part-00001.json"}
+
+    (tmp_path / "in" / "part-00002.jsonl.gz").write_bytes(good)
+    started = []
+    import marin.processing.tokenize as tokenize_module
+
+    real = tokenize_module.read_shard
+
+    def recording(path, *args):
+        started.append(os.path.basename(path))
+        return real(path, *args)
+
+    monkeypatch.setattr(tokenize_module, "read_shard", recording)  # records which shards run, changes nothing
+    tokenize(cfg)
+    monkeypatch.setattr(tokenize_module, "read_shard", real)
+    assert started == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
+    tokenize(dataclasses.replace(cfg, output_path=str(tmp_path / "clean")))
+    filesystem(remote).get(remote + "/", str(tmp_path / "fetched") + "/", recursive=True)
+    fetched, clean = tree_bytes(tmp_path / "fetched"), tree_bytes(tmp_path / "clean")
+    fetched.pop("tokenize_info.json"), clean.pop("tokenize_info.json")
+    assert fetched == clean and not list_dir(remote + "/.parts")

@@ -26,12 +26,17 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from marin.browser.compare import compare_page
+from marin.browser.document_pages import duplicates_page
+from marin.browser.documents import DocQuery
 from marin.browser.html import error_box, page
+from marin.browser.leaderboard import leaderboard_page
 from marin.browser.pages import experiment_page, experiments_page
 from marin.browser.previews import IMAGE_TYPES
 from marin.browser.records import RecordError
+from marin.browser.runs_table import runs_page
 from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
+from marin.browser.summaries import CurveOptions
 from marin.storage.layout import LOGS_DIR
 from marin.storage.layout import status_path as layout_status_path
 
@@ -81,8 +86,9 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         return _html(await _run(experiment_page, rs, root_index(request), request.path_params["path"]))
 
     async def step(request: Request) -> Response:
-        exp = request.query_params.get("exp")
-        return _html(await _run(step_page, rs, root_index(request), request.path_params["path"], exp))
+        qp = request.query_params
+        curves = CurveOptions.from_query(qp.get("x"), qp.get("smooth"))
+        return _html(await _run(step_page, rs, root_index(request), request.path_params["path"], qp.get("exp"), curves))
 
     async def tree(request: Request) -> Response:
         return _html(await _run(tree_page, rs, root_index(request), request.path_params.get("path", "")))
@@ -92,9 +98,23 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         root, rel, full = rs.resolve(idx, rel)
         if await _run(root.fs.isdir, full):
             return _html(await _run(tree_page, rs, idx, rel))
-        offset = _int(request.query_params.get("offset"), 0)
-        n = _int(request.query_params.get("n"), 50, 1, 1000)
-        return _html(await _run(file_page, rs, idx, rel, offset, n))
+        qp = request.query_params
+        offset = _int(qp.get("offset"), 0)
+        n = _int(qp.get("n"), 50, 1, 1000)
+        sample = qp.get("sample") or (qp.get("n_sample") if qp.get("mode") == "sample" else None)
+        try:
+            query: DocQuery | str = DocQuery.parse(qp.get("q"), qp.get("where"), sample, qp.get("seed"))
+        except ValueError as e:
+            query = str(e)
+        return _html(await _run(file_page, rs, idx, rel, offset, n, query))
+
+    async def duplicates(request: Request) -> Response:
+        qp = request.query_params
+        offset = _int(qp.get("offset"), 0)
+        n = _int(qp.get("n"), 20, 1, 200)
+        return _html(
+            await _run(duplicates_page, rs, root_index(request), request.path_params["path"], offset, n, qp.get("id"))
+        )
 
     async def raw(request: Request) -> Response:
         root, rel, full = rs.resolve(root_index(request), request.path_params["path"])
@@ -147,6 +167,13 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
             return _html(page("compare", error_box("compare needs two steps: ?a=STEP&b=STEP")), 400)
         return _html(await _run(compare_page, rs, root_index(request), a, b))
 
+    async def leaderboard(request: Request) -> Response:
+        qp = request.query_params
+        return _html(await _run(leaderboard_page, rs, qp.get("x"), qp.get("metric")))
+
+    async def runs(request: Request) -> Response:
+        return _html(await _run(runs_page, rs, request.query_params.get("step")))
+
     async def static_file(request: Request) -> Response:
         name = request.path_params["name"]
         if name not in STATIC:
@@ -182,6 +209,9 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         Route("/raw/{root}/{path:path}", raw, methods=get),
         Route("/api/log/{root}/{path:path}", log_tail, methods=get),
         Route("/compare/{root}", compare, methods=get),
+        Route("/leaderboard", leaderboard, methods=get),
+        Route("/dups/{root}/{path:path}", duplicates, methods=get),
+        Route("/runs", runs, methods=get),
         Route("/static/{name}", static_file, methods=get),
     ]
     handlers = {

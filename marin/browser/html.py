@@ -186,7 +186,8 @@ def page(title: str, body: str, crumbs: list[tuple[str, str | None]] | None = No
 <link rel="stylesheet" href="/static/style.css">
 <link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
 </head><body>
-<header class="top"><a class="brand" href="/">marin<span>browse</span></a>{nav}</header>
+<header class="top"><a class="brand" href="/">marin<span>browse</span></a>{nav}<nav class="views">\
+<a href="/">experiments</a><a href="/leaderboard">leaderboard</a><a href="/runs">runs</a></nav></header>
 <main>{body}</main>
 <script src="/static/app.js"></script>
 </body></html>"""

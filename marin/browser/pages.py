@@ -34,6 +34,7 @@ from marin.browser.records import (
     read_runs,
     step_timings,
 )
+from marin.browser.results import Headline, headlines
 from marin.browser.svg import dag_svg
 from marin.storage.layout import State, runs_file
 
@@ -75,15 +76,47 @@ def git_cell(git) -> tuple[str, str]:
     return f'<code title="{esc(commit)}">{esc(commit[:10])}</code>{dirty}', commit
 
 
+def headline_cell(h: Headline | None) -> tuple[str, float]:
+    """The best evaluation's bpb (and loss), else the last training loss; task scores below; sorts by bpb/loss."""
+    if h is None:
+        return '<span class="muted">—</span>', 1e9
+    parts, key = [], 1e9
+    if h.bpb is not None:
+        parts.append(f'<span class="metric" title="bits per byte, macro average">{h.bpb:.4f} bpb</span>')
+        key = h.bpb
+    if h.loss is not None:
+        parts.append(f'<span class="metric" title="evaluation loss, nats per token">{h.loss:.4f} loss</span>')
+        key = key if h.bpb is not None else h.loss
+    if h.train_loss is not None and h.bpb is None and h.loss is None:
+        parts.append(f'<span class="metric" title="last logged training loss">train loss {h.train_loss:.4f}</span>')
+        key = h.train_loss
+    if h.tasks:
+        shown = ", ".join(f"{esc(t)} {v:.3f}" for t, v in sorted(h.tasks.items())[:4])
+        parts.append(f'<div class="sub">{shown}</div>')
+    return ("<br>".join(parts) or '<span class="muted">—</span>'), key
+
+
 def experiments_page(roots) -> str:
     t0 = time.perf_counter()
     exps, errors = list_experiments(roots)
+    exps.sort(key=lambda e: str((e.record or {}).get("created") or ""), reverse=True)
+    heads = headlines(roots, exps)
+    versions: dict[str, list] = {}
+    for e in sorted(exps, key=lambda e: str((e.record or {}).get("created") or "")):
+        versions.setdefault(e.name, []).append(e)
     rows = []
     for e in exps:
         r = e.record or {}
         counts = counts_of(e.steps)
         link = f'<a class="exp-link" href="{esc(url_exp(e.root_index, e.rel))}">{esc(e.name)}</a>'
-        sub = f'<div class="sub"><code>{esc(e.rel.removeprefix("experiments/"))}</code></div>'
+        same = versions.get(e.name, [e])
+        version = (
+            f' <span class="version" title="records of this experiment name, oldest first">'
+            f"version {same.index(e) + 1} of {len(same)}</span>"
+            if len(same) > 1
+            else ""
+        )
+        sub = f'<div class="sub"><code>{esc(e.rel.removeprefix("experiments/"))}</code>{version}</div>'
         if e.error:
             rows.append(
                 [
@@ -93,6 +126,7 @@ def experiments_page(roots) -> str:
                     "",
                     ("", ""),
                     ("", -1),
+                    ("", 1e9),
                 ]
                 + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
             )
@@ -107,15 +141,17 @@ def experiments_page(roots) -> str:
                 esc(r.get("user") or ""),
                 git_cell(r.get("git")),
                 (state_bar(counts), f"{failed:06d}{counts.get('RUNNING', 0):06d}{len(e.steps):06d}"),
+                headline_cell(heads.get((e.root_index, e.rel))),
             ]
             + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
         )
-    headers = ["experiment", "description", "created", "user", "git commit", "steps"] + (
+    headers = ["experiment", "description", "created", "user", "git commit", "steps", "result"] + (
         ["root"] if len(roots) > 1 else []
     )
     root_list = ", ".join(f"<code>{esc(r.url)}</code>" for r in roots)
     body = (
-        f'<div class="head"><h1>Experiments</h1><div class="muted">{len(exps)} records under {root_list}</div></div>'
+        f'<div class="head"><h1>Experiments</h1><div class="muted">{len(exps)} records under {root_list}, newest '
+        'first · <a href="/leaderboard">leaderboard</a> · <a href="/runs">runs table</a></div></div>'
         + "".join(error_box(m) for m in errors)
         + '<div class="toolbar"><input type="search" class="search" data-table="exps" '
         'placeholder="Search name, description, user, commit…" autofocus>'

@@ -178,10 +178,8 @@ def _cell(v: Any) -> str:
     return esc(json.dumps(v))
 
 
-def jsonl_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> str:
-    lines, nxt, at_end = read_jsonl_page(fs, full, offset, n)
-    if not lines:
-        return note("no lines at this offset (end of file)") + _pager(root, rel, offset, nxt, True)
+def lines_table(lines: list[tuple[int, Any, str | None]]) -> str:
+    """A page of jsonl lines as a table: the byte offset, then a column per key (the first 10 keys seen)."""
     keys: list[str] = []
     for _, obj, err in lines:
         if err is None and isinstance(obj, dict):
@@ -204,9 +202,16 @@ def jsonl_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> st
             rows.append([str(start), _cell(obj)] + [""] * (len(keys) - 1))
     headers = ["offset"] + (keys or ["value"])
     rows = [r[: len(headers)] + [""] * (len(headers) - len(r)) for r in rows]
+    return table(headers, rows, cls="data jsonl", sortable=False)
+
+
+def jsonl_preview(fs, root: int, rel: str, full: str, offset: int, n: int) -> str:
+    lines, nxt, at_end = read_jsonl_page(fs, full, offset, n)
+    if not lines:
+        return note("no lines at this offset (end of file)") + _pager(root, rel, offset, nxt, True)
     return (
         _pager(root, rel, offset, nxt, at_end, shown=len(lines))
-        + table(headers, rows, cls="data jsonl", sortable=False)
+        + lines_table(lines)
         + _pager(root, rel, offset, nxt, at_end)
     )
 

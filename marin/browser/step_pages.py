@@ -14,6 +14,8 @@ from typing import Any
 
 from marin.browser import previews
 from marin.browser.compare import compare_links
+from marin.browser.document_pages import search_form, search_results
+from marin.browser.documents import DocQuery
 from marin.browser.html import (
     error_box,
     esc,
@@ -43,7 +45,7 @@ from marin.browser.records import (
     step_timings,
 )
 from marin.browser.storage import list_dir
-from marin.browser.summaries import step_summaries
+from marin.browser.summaries import CurveOptions, step_summaries
 from marin.storage.layout import (
     ATTEMPT_PREFIX,
     HASH_PATTERN,
@@ -166,7 +168,7 @@ def log_timing(root, full: str, state: str) -> dict:
     return out
 
 
-def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
+def step_page(roots, index: int, rel: str, exp_rel: str | None, curves: CurveOptions | None = None) -> str:
     st = read_step(roots, index, rel, exp_rel)
     root, full, files, info, state = st["root"], st["full"], st["files"], st["info"], st["state"]
     if not files and not info:
@@ -210,7 +212,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None) -> str:
         + kv_table(head_items)
         + compare_links(roots, index, rel)
         + (_section("Lease", _lease, lease) if lease else "")
-        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}")
+        + step_summaries(root.fs, index, *st["outputs"], f"{fn} {name}", curves)
         + _section(
             "Config",
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),
@@ -365,7 +367,7 @@ def tree_page(roots, index: int, rel: str) -> str:
     return page(rel or root.url, body, crumbs)
 
 
-def file_page(roots, index: int, rel: str, offset: int, n: int) -> str:
+def file_page(roots, index: int, rel: str, offset: int, n: int, query: DocQuery | str | None = None) -> str:
     root, rel, full = roots.resolve(index, rel)
     info = root.fs.info(full)
     size = info.get("size") or 0
@@ -380,7 +382,13 @@ def file_page(roots, index: int, rel: str, offset: int, n: int) -> str:
     kind = previews.kind_of(name)
     try:
         if kind == "jsonl":
-            body = previews.jsonl_preview(root.fs, index, rel, full, offset, n)
+            body = search_form(index, rel, query if isinstance(query, DocQuery) else DocQuery())
+            if isinstance(query, str):
+                body += error_box(query)
+            elif query is not None and query.active:
+                body += search_results(root.fs, index, rel, full, query, offset, n)
+            else:
+                body += previews.jsonl_preview(root.fs, index, rel, full, offset, n)
         elif kind == "parquet":
             body = previews.parquet_preview(root.fs, index, rel, full, offset, n)
         elif kind == "json":

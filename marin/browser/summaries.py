@@ -11,10 +11,15 @@ summary for free, and a file it cannot read shows an error box instead of breaki
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
+from marin.browser.charts import Chart, ema
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
-from marin.browser.svg import line_plot
+from marin.browser.ladder import ladder_summary
+from marin.browser.svg import PALETTE, line_plot
 
 SMALL_MAX = 4 << 20
 METRICS_MAX = 32 << 20
@@ -70,7 +75,16 @@ def metric_series(rows: list[dict], want) -> dict[str, list[tuple[float, float]]
 
 
 def _is_loss(k: str) -> bool:
-    return "loss" in k.lower() or "bpb" in k.lower()
+    return "loss" in k.lower()
+
+
+def _is_bpb(k: str) -> bool:
+    return "bpb" in k.lower()
+
+
+def _is_eval(k: str) -> bool:
+    low = k.lower()
+    return low.startswith("eval") or "/eval" in low or "eval_" in low or "eval/" in low
 
 
 def _is_lr(k: str) -> bool:
@@ -78,17 +92,109 @@ def _is_lr(k: str) -> bool:
     return low == "lr" or low.endswith("/lr") or "learning_rate" in low
 
 
-def train_summary(fs, full: str, size: int) -> str:
+X_CHOICES = {"step": "step", "tokens": "tokens seen", "flops": "training FLOPs (6·N·tokens)"}
+SMOOTH_CHOICES = (0.0, 0.6, 0.9, 0.97)
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    """How a step page draws its training curves; from the page's query (`?x=tokens&smooth=0.9`)."""
+
+    x: str = "step"
+    """step | tokens | flops."""
+    smooth: float = 0.0
+    """EMA weight applied to training curves (evaluation points are never smoothed)."""
+
+    @staticmethod
+    def from_query(x: str | None, smooth: str | None) -> CurveOptions:
+        try:
+            weight = min(0.99, max(0.0, float(smooth))) if smooth else 0.0
+        except ValueError:
+            weight = 0.0
+        return CurveOptions(x if x in X_CHOICES else "step", weight)
+
+
+def _x_values(rows: list[dict], axis: str, parameters: float | None) -> list[float | None]:
+    xs: list[float | None] = []
+    for i, row in enumerate(rows):
+        if axis == "step":
+            xs.append(_x_of(row, i))
+            continue
+        tokens = row.get("tokens")
+        if not isinstance(tokens, int | float):
+            xs.append(None)
+        elif axis == "tokens":
+            xs.append(float(tokens))
+        else:
+            xs.append(6.0 * parameters * float(tokens) if parameters else None)
+    return xs
+
+
+def _curves(rows: list[dict], xs: list[float | None], want) -> dict[str, list[tuple[float, float]]]:
+    series: dict[str, list[tuple[float, float]]] = {}
+    for row, x in zip(rows, xs, strict=True):
+        if x is None:
+            continue
+        for k, v in flatten(row).items():
+            if want(k) and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                series.setdefault(k, []).append((x, float(v)))
+    return series
+
+
+def _controls(options: CurveOptions, have_flops: bool) -> str:
+    def link(label: str, **change) -> str:
+        merged = {"x": options.x, "smooth": options.smooth, **change}
+        query = {k: v for k, v in merged.items() if v not in ("step", 0.0)}
+        href = "?" + urlencode(query) if query else "?"
+        on = all(getattr(options, k) == v for k, v in change.items())
+        return f'<a class="{"on" if on else ""}" href="{esc(href)}">{esc(label)}</a>'
+
+    axes = [link(label, x=key) for key, label in X_CHOICES.items() if key != "flops" or have_flops]
+    smooth = [link("none" if w == 0 else f"{w:g}", smooth=w) for w in SMOOTH_CHOICES]
+    return (
+        '<div class="plot-controls"><span class="muted">x axis:</span>'
+        + " ".join(axes)
+        + '<span class="muted">smoothing:</span>'
+        + " ".join(smooth)
+        + "</div>"
+    )
+
+
+def _chart(rows, xs, want, options: CurveOptions, y_label: str, css: str) -> str | None:
+    series = _curves(rows, xs, want)
+    if not series:
+        return None
+    chart = Chart(x_label=X_CHOICES[options.x], y_label=y_label, log_x=options.x == "flops", css_class=css)
+    train = {k: v for k, v in sorted(series.items()) if not _is_eval(k)}
+    evals = {k: v for k, v in sorted(series.items()) if _is_eval(k)}
+    for i, (name, points) in enumerate(train.items()):
+        color = PALETTE[i % len(PALETTE)]
+        if options.smooth > 0:
+            chart.line(f"{name} (raw)", points, css="raw", color=color + "55")
+            chart.line(name, ema(points, options.smooth), css="train", color=color)
+        else:
+            chart.line(name, points, css="train", color=color)
+    for j, (name, points) in enumerate(evals.items()):
+        chart.points(name, points, css="eval", color=PALETTE[(len(train) + j) % len(PALETTE)])
+    return chart.render()
+
+
+def train_summary(fs, full: str, size: int, options: CurveOptions | None = None) -> str:
+    options = options or CurveOptions()
     rows, warn = read_metrics(fs, full, size)
     out = [error_box(warn)] if warn else []
     if not rows:
         return "".join(out) + note("metrics.jsonl has no rows yet")
-    losses = metric_series(rows, _is_loss)
-    out.append(
-        line_plot(sorted(losses.items()), y_label="loss", css_class="plot loss-curve")
-        if losses
-        else note("no loss column in metrics.jsonl")
-    )
+    parameters = _parameter_count(fs, full.rsplit("/", 1)[0])
+    axis = options.x if options.x != "flops" or parameters else "step"
+    options = CurveOptions(axis, options.smooth)
+    xs = _x_values(rows, axis, parameters)
+    out.append(_controls(options, parameters is not None))
+    losses = _chart(rows, xs, lambda k: _is_loss(k) and not _is_bpb(k), options, "loss", "plot loss-curve")
+    out.append(losses or note("no loss column in metrics.jsonl"))
+    bpb = _chart(rows, xs, _is_bpb, options, "bits per byte", "plot bpb-curve")
+    if bpb:
+        out.append(bpb)
     lrs = metric_series(rows, _is_lr)
     if lrs:
         out.append(line_plot(sorted(lrs.items()), y_label="learning rate", height=200, css_class="plot lr-curve"))
@@ -96,6 +202,16 @@ def train_summary(fs, full: str, size: int) -> str:
     items = [(k, fmt_num(v)) for k, v in last.items() if not isinstance(v, dict | list)]
     out.append("<h4>Last logged row</h4>" + kv_table(items[:24]))
     return "".join(out)
+
+
+def _parameter_count(fs, folder: str) -> float | None:
+    """The model's parameter count from the train step's `train_info.json`, when there is one."""
+    try:
+        info = json.loads(fs.cat_file(f"{folder}/train_info.json"))
+    except (OSError, ValueError):
+        return None
+    value = info.get("parameter_count") if isinstance(info, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def stats_summary(fs, full: str, size: int) -> str:
@@ -173,13 +289,30 @@ def results_table(data: Any) -> str:
     return out
 
 
-def forecast_summary(fs, full: str, size: int) -> str:
+def forecast_summary(fs, full: str, size: int, root: int = 0, step_rel: str = "") -> str:
     data = _load_json(fs, full, size, "forecast.json")
-    return kv_table(
-        [(k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300])) for k, v in flatten(data).items()][
-            :80
-        ]
-    )
+    if not isinstance(data, dict):
+        raise ValueError("forecast.json: expected a JSON object")
+    return ladder_summary(data, root, step_rel)
+
+
+def mixture_stages_table(fs, full: str, size: int) -> str:
+    """The stages of a mixture that changes within the run (`train_info.json`), one row each; '' for none."""
+    info = _load_json(fs, full, size, "train_info.json")
+    stages = info.get("mixture_stages") if isinstance(info, dict) else None
+    if not isinstance(stages, list) or not stages:
+        return ""
+    last = info.get("num_train_steps")
+    names = sorted({n for s in stages if isinstance(s, dict) for n in (s.get("weights") or {})})
+    rows = []
+    for i, stage in enumerate(stages):
+        start = stage.get("start_step")
+        end = (
+            stages[i + 1].get("start_step") - 1 if i + 1 < len(stages) else (last - 1 if isinstance(last, int) else "…")
+        )
+        weights = stage.get("weights") or {}
+        rows.append([str(i), f"steps {start}–{end}"] + [fmt_num(round(weights.get(n, 0.0), 4)) for n in names])
+    return table(["stage", "steps"] + [esc(n) for n in names], rows, cls="data mixture", sortable=False)
 
 
 KINDS = [
@@ -191,7 +324,9 @@ KINDS = [
 ]
 
 
-def step_summaries(fs, root: int, step_rel: str, step_full: str, files: dict[str, dict], fn: str) -> str:
+def step_summaries(
+    fs, root: int, step_rel: str, step_full: str, files: dict[str, dict], fn: str, curves: CurveOptions | None = None
+) -> str:
     """HTML sections for every well-known file among `files` (name -> ls entry, top level)."""
     out = []
     for name, title, render in KINDS:
@@ -206,13 +341,33 @@ def step_summaries(fs, root: int, step_rel: str, step_full: str, files: dict[str
             title += " counts"
         link = f'<a class="muted" href="{esc(url_file(root, f"{step_rel}/{name}"))}">{esc(name)}</a>'
         try:
-            body = render(fs, f"{step_full}/{name}", files[name].get("size") or 0)
+            size = files[name].get("size") or 0
+            if render is forecast_summary:
+                body = render(fs, f"{step_full}/{name}", size, root, step_rel)
+            elif render is train_summary:
+                body = render(fs, f"{step_full}/{name}", size, curves)
+            else:
+                body = render(fs, f"{step_full}/{name}", size)
         except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
             body = error_box(str(e) if isinstance(e, ValueError) else f"{name}: {type(e).__name__}: {e}")
         out.append(f'<section class="summary" data-kind="{esc(name)}"><h3>{esc(title)} {link}</h3>{body}</section>')
+    if "train_info.json" in files:
+        try:
+            stages = mixture_stages_table(fs, f"{step_full}/train_info.json", files["train_info.json"].get("size") or 0)
+        except Exception as e:  # noqa: BLE001 - a bad file is shown, never a 500
+            stages = error_box(f"train_info.json: {type(e).__name__}: {e}")
+        if stages:
+            out.append(f'<section class="summary" data-kind="mixture"><h3>Data mixture by stage</h3>{stages}</section>')
+    if "removed_ids.jsonl" in files:
+        out.append(
+            '<section class="summary" data-kind="removed_ids.jsonl"><h3>Duplicates</h3>'
+            f'<a class="btn" href="/dups/{root}/{esc(step_rel)}">removed documents beside the documents they duplicate ▶</a>'
+            "</section>"
+        )
     if "forecast.png" in files:
         out.append(
-            '<section class="summary" data-kind="forecast.png"><h3>Forecast plot</h3>'
-            f'<div class="image"><img src="{esc(url_raw(root, f"{step_rel}/forecast.png"))}" alt="forecast"></div></section>'
+            '<section class="summary" data-kind="forecast.png"><details><summary>Forecast plot (PNG, as the step drew it)'
+            f'</summary><div class="image"><img src="{esc(url_raw(root, f"{step_rel}/forecast.png"))}" alt="forecast">'
+            "</div></details></section>"
         )
     return "".join(out)

@@ -1,15 +1,18 @@
 """Server-side SVG: the experiment DAG and line plots (loss curves), no JavaScript library.
 
-The DAG is laid out in columns by longest path from the sources (a step sits one column
-right of its deepest dependency), and rows inside a column follow the mean row of a step's
-dependencies, which keeps chains straight and costs O(steps + edges): a 1,000-step
-experiment lays out in milliseconds. Plots pick "nice" ticks and thin long series to at
+The DAG is laid out in layers by longest path from the sources (a step sits one layer after
+its deepest dependency); an edge that skips layers passes through a slot of its own in each
+(a virtual node), so no edge is drawn through a step; slots inside a layer follow the mean slot
+of what feeds them, which keeps chains straight and costs O(steps + edges + skipped layers): a
+1,000-step experiment lays out in milliseconds. Layers run left to right when they fit the
+page's width and top to bottom otherwise. Plots pick "nice" ticks and thin long series to at
 most ~1,500 points per line, keeping the last point.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from marin.browser.html import STATE_LABEL, esc
 
@@ -17,15 +20,37 @@ NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 184, 40, 44, 14, 12
 PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563"]
 
 
-def layout(nodes: list[str], deps: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
-    """(column, row) per node; `nodes` in record order, `deps` maps a node to nodes it waits on."""
+MAX_DAG_WIDTH = 1380
+"""Wider than this (the page's content width), the DAG is drawn top to bottom instead of left to right."""
+
+
+@dataclass
+class Layered:
+    """A layered layout: each node's (layer, slot); long edges routed through slots of their own."""
+
+    pos: dict[str, tuple[int, int]]
+    """(layer, slot) of every node, real and virtual."""
+    routes: dict[tuple[str, str], list[str]]
+    """(dependency, step) -> the virtual nodes its edge passes, one per layer it skips."""
+    layers: int
+    slots: int
+
+
+def layered(nodes: list[str], deps: dict[str, list[str]]) -> Layered:
+    """Layers by longest path from the sources; an edge that skips layers gets a virtual node in each.
+
+    Inside a layer, nodes (virtual ones too) are ordered by the mean slot of what feeds them, in one pass
+    from the first layer, then each node takes the next free slot at or after its wanted one: a chain
+    stays on one line, and since every edge crosses a layer only through its own slot, no edge is drawn
+    through a node. O(nodes + edges + skipped layers).
+    """
     known = set(nodes)
-    col: dict[str, int] = {}
+    layer: dict[str, int] = {}
     visiting: set[str] = set()
 
     def depth(n: str) -> int:
-        if n in col:
-            return col[n]
+        if n in layer:
+            return layer[n]
         if n in visiting:  # a cycle in a malformed record: cut it
             return 0
         visiting.add(n)
@@ -34,56 +59,114 @@ def layout(nodes: list[str], deps: dict[str, list[str]]) -> dict[str, tuple[int,
             if p in known:
                 d = max(d, depth(p) + 1)
         visiting.discard(n)
-        col[n] = d
+        layer[n] = d
         return d
 
     for n in nodes:
         depth(n)
-    columns: dict[int, list[str]] = {}
+    feeds: dict[str, list[str]] = {n: [] for n in nodes}
+    routes: dict[tuple[str, str], list[str]] = {}
     for n in nodes:
-        columns.setdefault(col[n], []).append(n)
-    row: dict[str, float] = {}
-    for c in sorted(columns):
-        members = columns[c]
+        for p in dict.fromkeys(deps.get(n, [])):
+            if p not in known or p == n or layer[p] >= layer[n]:
+                continue
+            chain, prev = [], p
+            for k in range(layer[p] + 1, layer[n]):
+                v = f"\0{p}\0{n}\0{k}"
+                layer[v] = k
+                feeds[v] = [prev]
+                chain.append(v)
+                prev = v
+            feeds[n].append(prev)
+            routes[(p, n)] = chain
+    members: dict[int, list[str]] = {}
+    for n in [*nodes, *(v for chain in routes.values() for v in chain)]:
+        members.setdefault(layer[n], []).append(n)
+    slot: dict[str, int] = {}
+    for c in sorted(members):
         keyed = []
-        for i, n in enumerate(members):
-            ps = [row[p] for p in deps.get(n, []) if p in row]
+        for i, n in enumerate(members[c]):
+            ps = [slot[p] for p in feeds.get(n, []) if p in slot]
             keyed.append((sum(ps) / len(ps) if ps else i, i, n))
         keyed.sort()
-        for r, (_, _, n) in enumerate(keyed):
-            row[n] = r
-    return {n: (col[n], int(row[n])) for n in nodes}
+        taken: set[int] = set()
+        for want, _, n in keyed:
+            s = max(0, round(want))
+            while s in taken:
+                s += 1
+            taken.add(s)
+            slot[n] = s
+    pos = {n: (layer[n], slot[n]) for n in slot}
+    return Layered(
+        pos=pos,
+        routes=routes,
+        layers=max(layer.values(), default=-1) + 1,
+        slots=max(slot.values(), default=-1) + 1,
+    )
+
+
+def layout(nodes: list[str], deps: dict[str, list[str]]) -> dict[str, tuple[int, int]]:
+    """(column, row) per real node; `nodes` in record order, `deps` maps a node to nodes it waits on."""
+    pos = layered(nodes, deps).pos
+    return {n: pos[n] for n in nodes}
 
 
 def dag_svg(steps: list[dict]) -> str:
-    """steps: dicts with id, label, sub, state, href, deps, pseudo_deps."""
+    """steps: dicts with id, label, sub, state, href, deps, pseudo_deps.
+
+    Left to right when the layers fit `MAX_DAG_WIDTH`, else top to bottom (layers as rows).
+    """
     ids = [s["id"] for s in steps]
     deps = {s["id"]: list(s["deps"]) + list(s["pseudo_deps"]) for s in steps}
-    pos = layout(ids, deps)
-    if not pos:
+    lay = layered(ids, deps)
+    if not ids:
         return ""
-    ncols = max(c for c, _ in pos.values()) + 1
-    nrows = max(r for _, r in pos.values()) + 1
-    width = PAD * 2 + ncols * NODE_W + (ncols - 1) * GAP_X
-    height = PAD * 2 + nrows * NODE_H + (nrows - 1) * GAP_Y
+    across = PAD * 2 + lay.layers * NODE_W + (lay.layers - 1) * GAP_X <= MAX_DAG_WIDTH
+    gap_layer, gap_slot = (GAP_X, GAP_Y) if across else (GAP_Y * 3, GAP_X // 2)
+    if across:
+        width = PAD * 2 + lay.layers * NODE_W + (lay.layers - 1) * gap_layer
+        height = PAD * 2 + lay.slots * NODE_H + (lay.slots - 1) * gap_slot
+    else:
+        width = PAD * 2 + lay.slots * NODE_W + (lay.slots - 1) * gap_slot
+        height = PAD * 2 + lay.layers * NODE_H + (lay.layers - 1) * gap_layer
 
-    def xy(n: str) -> tuple[int, int]:
-        c, r = pos[n]
-        return PAD + c * (NODE_W + GAP_X), PAD + r * (NODE_H + GAP_Y)
+    def xy(n: str) -> tuple[float, float]:
+        c, r = lay.pos[n]
+        if across:
+            return PAD + c * (NODE_W + gap_layer), PAD + r * (NODE_H + gap_slot)
+        return PAD + r * (NODE_W + gap_slot), PAD + c * (NODE_H + gap_layer)
+
+    def out_in(n: str) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Where an edge leaves `n` and where one enters it."""
+        x, y = xy(n)
+        if across:
+            return (x + NODE_W, y + NODE_H / 2), (x, y + NODE_H / 2)
+        return (x + NODE_W / 2, y + NODE_H), (x + NODE_W / 2, y)
+
+    def curve(a: tuple[float, float], b: tuple[float, float]) -> str:
+        if across:
+            mx = (a[0] + b[0]) / 2
+            return f"C{mx:.1f},{a[1]:.1f} {mx:.1f},{b[1]:.1f} {b[0]:.1f},{b[1]:.1f}"
+        my = (a[1] + b[1]) / 2
+        return f"C{a[0]:.1f},{my:.1f} {b[0]:.1f},{my:.1f} {b[0]:.1f},{b[1]:.1f}"
 
     edges = []
     for s in steps:
-        x2, y2 = xy(s["id"])
         for kind, targets in (("dep", s["deps"]), ("pseudo", s["pseudo_deps"])):
             for d in targets:
-                if d not in pos:
+                if (d, s["id"]) not in lay.routes:
                     continue
-                x1, y1 = xy(d)
-                ax, ay, bx, by = x1 + NODE_W, y1 + NODE_H / 2, x2, y2 + NODE_H / 2
-                mx = (ax + bx) / 2
-                edges.append(
-                    f'<path class="edge {kind}" d="M{ax},{ay} C{mx},{ay} {mx},{by} {bx - 4},{by}" marker-end="url(#arr)"/>'
-                )
+                start = out_in(d)[0]
+                path = [f"M{start[0]:.1f},{start[1]:.1f}"]
+                here = start
+                for v in lay.routes[(d, s["id"])]:
+                    enter, leave = out_in(v)[1], out_in(v)[0]
+                    path += [curve(here, enter), f"L{leave[0]:.1f},{leave[1]:.1f}"]
+                    here = leave
+                end = out_in(s["id"])[1]
+                end = (end[0] - 4, end[1]) if across else (end[0], end[1] - 4)
+                path.append(curve(here, end))
+                edges.append(f'<path class="edge {kind}" d="{" ".join(path)}" marker-end="url(#arr)"/>')
     nodes = []
     for s in steps:
         x, y = xy(s["id"])
@@ -98,8 +181,9 @@ def dag_svg(steps: list[dict]) -> str:
             f'<text x="{x + 25}" y="{y + 17}" class="nl">{esc(label)}</text>'
             f'<text x="{x + 25}" y="{y + 31}" class="ns">{esc(s["sub"])}</text></a>'
         )
+    direction = "across" if across else "down"
     return (
-        f'<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'<svg class="dag {direction}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="experiment DAG">'
         '<defs><marker id="arr" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrow"/></marker></defs>'

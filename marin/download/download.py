@@ -4,7 +4,8 @@
 fsspec filesystem; the revision is required, so a rerun gets the same bytes; `HF_ENDPOINT` and
 `HF_TOKEN` are read when the step runs), `https://host/dir` with explicit `files`, or any fsspec
 folder or file (`gs://`, `s3://`, `file://`, a local path) narrowed by `glob`. Files keep their path
-relative to `source` and are copied in parallel threads, each streamed to a temporary name while its
+relative to `source` and are copied in parallel through `marin.sharding.run_shards` (a Ray task per
+file, spread over the nodes, when Ray is there; `workers` threads otherwise), each streamed to a temporary name while its
 sha256 is computed and moved into place only when complete (and, when `expected_sha256` names it,
 only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
 already in place, so an interrupted download resumes per file. `provenance.json` lists the source
@@ -19,12 +20,12 @@ import logging
 import os
 import re
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import fsspec
 
 from marin.processing.documents import write_json
+from marin.sharding import ShardResources, run_shards
 from marin.step_config import StepConfig, input_field, output_field, unversioned
 from marin.storage import join, portable_path
 
@@ -54,7 +55,9 @@ class DownloadConfig(StepConfig):
     expected_sha256: dict[str, str] | None = None
     """Relative path -> expected sha256 hex; a mismatch fails the step naming the file."""
     workers: int = unversioned(4)
-    """Files copied at once (threads); the output does not depend on it."""
+    """Files copied at once (threads) when Ray is absent; the output does not depend on it."""
+    shard_resources: ShardResources = unversioned(ShardResources())
+    """What each file's copy asks of a Ray cluster when the step runs on one."""
 
     def validate(self) -> None:
         if not self.source:
@@ -84,18 +87,23 @@ def _hf_source(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, str, 
     return fs, f"{kind}/{repo}@{revision}{rest or ''}", revision
 
 
+def source_filesystem(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, str, str | None]:
+    """(filesystem, root, revision) of `config.source`; cheap, so each file's task makes its own."""
+    if config.source.startswith(("http://", "https://")):
+        return fsspec.filesystem("http"), config.source, None
+    if config.source.startswith("hf://"):
+        return _hf_source(config)
+    fs, root = fsspec.core.url_to_fs(config.source)
+    return fs, root, None
+
+
 def list_source_files(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, list[tuple[str, str]], str | None]:
     """(filesystem, [(relative path, source path)] sorted, revision) of what the step will copy."""
-    revision = None
+    fs, root, revision = source_filesystem(config)
     if config.source.startswith(("http://", "https://")):
-        fs = fsspec.filesystem("http")
         if config.files:
             return fs, [(f, f"{config.source.rstrip('/')}/{f}") for f in sorted(config.files)], None
         return fs, [(config.source.rstrip("/").rsplit("/", 1)[-1], config.source)], None
-    if config.source.startswith("hf://"):
-        fs, root, revision = _hf_source(config)
-    else:
-        fs, root = fsspec.core.url_to_fs(config.source)
     root = root.rstrip("/")
     if config.files:
         pairs = [(f, f"{root}/{f}") for f in sorted(config.files)]
@@ -109,6 +117,21 @@ def list_source_files(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem
     if not pairs:
         raise FileNotFoundError(f"download: no files match {config.glob!r} under {config.source}")
     return fs, pairs, revision
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to copy: its path relative to the source, its full source path, its expected sha256."""
+
+    rel: str
+    src: str
+    expected_sha256: str | None
+
+
+def copy_file(config: DownloadConfig, file: SourceFile) -> dict:
+    """Copy one file into the output folder (skipped when already in place); returns its provenance entry."""
+    fs, _, _ = source_filesystem(config)
+    return _copy_one(fs, file.src, join(config.output_path, file.rel), file.rel, file.expected_sha256)
 
 
 def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
@@ -148,25 +171,21 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
 
 def download(config: DownloadConfig) -> dict:
     """Run the download step; returns the provenance also written to provenance.json."""
-    from tqdm import tqdm
-
-    fs, pairs, revision = list_source_files(config)
+    _, pairs, revision = list_source_files(config)
     expected = dict(config.expected_sha256 or {})
     unknown = sorted(set(expected) - {rel for rel, _ in pairs})
     if unknown:
         raise ValueError(f"DownloadConfig.expected_sha256 names files the source does not have: {', '.join(unknown)}")
     logger.info("downloading %d files from %s into %s", len(pairs), config.source, config.output_path)
-    results = []
-    with (
-        ThreadPoolExecutor(max_workers=config.workers) as pool,
-        tqdm(total=len(pairs), desc="download", unit="file") as bar,
-    ):
-        futures = [
-            pool.submit(_copy_one, fs, src, join(config.output_path, rel), rel, expected.get(rel)) for rel, src in pairs
-        ]
-        for future in futures:
-            results.append(future.result())
-            bar.update(1)
+    results = run_shards(
+        copy_file,
+        config,
+        [SourceFile(rel, src, expected.get(rel)) for rel, src in pairs],
+        desc="download",
+        workers=config.workers,
+        resources=config.shard_resources,
+        local="thread",
+    )
     resumed = sum(r.pop("resumed") for r in results)
     if resumed:
         logger.info("download: %d of %d files were already in place", resumed, len(results))

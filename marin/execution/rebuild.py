@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types as types_module
 import typing
 from typing import Any
 
@@ -107,9 +108,26 @@ def _value(value: Any, hint: Any, types: dict[str, str], path: str, step: str) -
         return _build(cls, value, types, path, step)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, dict):
         return _build(hint, value, types, path, step)
-    if isinstance(value, list) and typing.get_origin(hint) is tuple:
-        return tuple(value)
+    if isinstance(value, list):
+        items = [_value(v, _element_hint(hint), types, f"{path}[{i}]", step) for i, v in enumerate(value)]
+        return tuple(items) if typing.get_origin(_unwrap_optional(hint)) is tuple else items
+    if isinstance(value, dict):
+        return {k: _value(v, None, types, f"{path}.{k}", step) for k, v in value.items()}
     return value
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    """`X` of `X | None` (a hint of one type otherwise unchanged)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (typing.Union, types_module.UnionType) and len(args) == 1:
+        return args[0]
+    return hint
+
+
+def _element_hint(hint: Any) -> Any:
+    """The element type of `list[X]` (or `X | None` of it); None when unknown or mixed."""
+    args = typing.get_args(_unwrap_optional(hint))
+    return args[0] if len(args) == 1 else None
 
 
 def _override_of(entry: StepRecord, new_prefix: str) -> str | None:

@@ -18,17 +18,27 @@ Volatile files (a step's `volatile_files.txt`) are not compared byte for byte, b
 in them is: `metrics.jsonl` lines are compared field by field without the timing fields (names ending
 in `_s` or `_per_second`), so two trainings must have the same losses, and the first training step
 where they differ is named.
+
+Values are compared, not files (marin.execution.verify_values): the files of a zarr array (a Levanter
+checkpoint's, whose chunk files follow the devices it was written from), `.safetensors`, `.json` and
+`.parquet` files that differ are read on both sides, and the step is identical when their values are,
+`close` when they agree within `rtol`/`atol` (each such value's largest difference is listed), else it
+differs. `metrics.jsonl` numbers are held to the same tolerance. A run trained on another device layout
+is `close` to the original (docs/training.md). Exit 3 when no step differs or is missing but some are
+only close.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
 
 from marin.execution.inspect_prefix import load_record, record_paths
 from marin.execution.status import SUCCESS, manifest_path, read_statuses
+from marin.execution.verify_values import DEFAULT_ATOL, DEFAULT_RTOL, compare_values
 from marin.storage import compute_manifest, join, read_bytes, read_bytes_many
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 
@@ -37,8 +47,11 @@ from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 class StepComparison:
     name: str
     verdict: str
-    """identical | differs | missing"""
+    """identical | close | differs | missing"""
     details: list[str] = field(default_factory=list)
+    close: dict[str, float] = field(default_factory=dict)
+    """The values (tensors, metrics, JSON numbers) within tolerance but not identical, with their largest
+    difference."""
 
 
 def record_location(path: str) -> str:
@@ -102,9 +115,12 @@ def _is_timing(field_name: str) -> bool:
     return field_name.endswith(("_s", "_per_second"))
 
 
-def metrics_difference(a: bytes | None, b: bytes | None) -> str | None:
+def metrics_difference(
+    a: bytes | None, b: bytes | None, rtol: float = 0.0, atol: float = 0.0, close: dict | None = None
+) -> str | None:
     """Where two `metrics.jsonl` files differ once timings are set aside: the first training step whose
-    deterministic fields (loss, lr, tokens, eval losses) differ, or a step only one of them has."""
+    deterministic fields (loss, lr, tokens, eval losses) differ beyond `rtol`/`atol`, or a step only one
+    of them has. Numbers within tolerance but not equal go into `close` (field: largest difference)."""
     if a is None or b is None:
         return "unreadable on " + ("A" if a is None else "B")
     try:
@@ -115,15 +131,28 @@ def metrics_difference(a: bytes | None, b: bytes | None) -> str | None:
     for la, lb in zip(lines_a, lines_b, strict=False):
         keep_a = {k: v for k, v in la.items() if not _is_timing(k)}
         keep_b = {k: v for k, v in lb.items() if not _is_timing(k)}
-        if keep_a != keep_b:
+        fields = sorted(
+            k for k in set(keep_a) | set(keep_b) if not _same_number(keep_a.get(k), keep_b.get(k), rtol, atol, close, k)
+        )
+        if fields:
             step = la.get("step", "?")
-            fields = sorted(k for k in set(keep_a) | set(keep_b) if keep_a.get(k) != keep_b.get(k))
             shown = ", ".join(f"{k} {keep_a.get(k)} vs {keep_b.get(k)}" for k in fields[:3])
             return f"first differs at training step {step}: {shown}"
     if len(lines_a) != len(lines_b):
         longer, side = (lines_a, "A") if len(lines_a) > len(lines_b) else (lines_b, "B")
         return f"only {side} has training step {longer[min(len(lines_a), len(lines_b))].get('step', '?')} on"
     return None
+
+
+def _same_number(x, y, rtol: float, atol: float, close: dict | None, name: str) -> bool:
+    if x == y:
+        return True
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (x, y))
+    if not numbers or not math.isclose(x, y, rel_tol=rtol, abs_tol=atol):
+        return False
+    if close is not None:
+        close[name] = max(close.get(name, 0.0), abs(x - y))
+    return True
 
 
 def match_steps(a_steps: list[StepRecord], b_steps: list[StepRecord]) -> list[StepRecord | None]:
@@ -163,9 +192,15 @@ def _typed_steps(record_path: str) -> list[StepRecord]:
 
 
 def compare_records(
-    a_path: str, b_path: str, steps_regex: str | None = None, rehash: bool = True
+    a_path: str,
+    b_path: str,
+    steps_regex: str | None = None,
+    rehash: bool = True,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
 ) -> list[StepComparison]:
-    """Each of A's steps (and B's steps A lacks) compared; with `rehash`, each side's files against its manifest."""
+    """Each of A's steps (and B's steps A lacks) compared; with `rehash`, each side's files against its
+    manifest; values within `rtol`/`atol` (and none beyond) make a step `close`."""
     a_all, b_all = _typed_steps(a_path), _typed_steps(b_path)
     pattern = re.compile(steps_regex) if steps_regex else None
     a_steps = [s for s in a_all if not pattern or pattern.search(s.name)]
@@ -186,39 +221,10 @@ def compare_records(
             cmp.verdict = "missing"
             cmp.details = [f"no SUCCESS manifest in {side}" for side, m in (("A", ma), ("B", mb)) if m is None]
         else:
-            volatile = {f["path"] for f in ma["files"] + mb["files"] if f.get("volatile")}
-            files_a = {f["path"]: f for f in ma["files"] if f["path"] not in volatile}
-            files_b = {f["path"]: f for f in mb["files"] if f["path"] not in volatile}
-            for path in sorted(set(files_a) | set(files_b)):
-                fa, fb = files_a.get(path), files_b.get(path)
-                if fa is None or fb is None:
-                    cmp.details.append(f"{path}: only in {'B' if fa is None else 'A'}")
-                elif fa["sha256"] != fb["sha256"]:
-                    cmp.details.append(f"{path}: {fa['size']} vs {fb['size']} bytes, sha256 differs")
-            metrics = sorted(p for p in volatile if p.rsplit("/", 1)[-1] == "metrics.jsonl")
-            metrics = [
-                p
-                for p in metrics
-                if any(f["path"] == p for f in ma["files"]) and any(f["path"] == p for f in mb["files"])
-            ]
-            for path in metrics:
-                why = metrics_difference(read_bytes(join(oa, path)), read_bytes(join(ob, path)))
-                if why:
-                    cmp.details.append(f"{path} (volatile): {why}")
-            if rehash:
-                for side, output, manifest in (("A", oa, ma), ("B", ob, mb)):
-                    cmp.details += [f"{side}: {problem}" for problem in rehash_mismatches(output, manifest)]
-            if cmp.details:
-                cmp.verdict = "differs"
-            elif volatile:
-                skipped = len(volatile) - len(metrics)
-                cmp.details.append(
-                    f"{skipped} volatile file(s) not compared"
-                    + (f", {len(metrics)} compared without timings" if metrics else "")
-                )
+            _compare_outputs(cmp, oa, ob, ma, mb, rehash, rtol, atol)
         if sb is not None and sb.hash != sa.hash:
             cmp.details.insert(0, f"version differs: hash {sa.hash} vs {sb.hash}")
-            if cmp.verdict == "identical":
+            if cmp.verdict in ("identical", "close"):
                 cmp.verdict = "differs"
         if sb is not None and sb.name != sa.name:
             cmp.details.insert(0, f"matched by folder: {sa.name} ~ {sb.name}")
@@ -230,11 +236,76 @@ def compare_records(
     return out
 
 
-def verify_main(a: str, b: str, steps_regex: str | None = None, file=None, rehash: bool = True) -> int:
+def _compare_outputs(
+    cmp: StepComparison, oa: str, ob: str, ma: dict, mb: dict, rehash: bool, rtol: float, atol: float
+) -> None:
+    """Fills `cmp` with the differences between two successful outputs of one step."""
+    volatile = {f["path"] for f in ma["files"] + mb["files"] if f.get("volatile")}
+    files_a = {f["path"]: f for f in ma["files"] if f["path"] not in volatile}
+    files_b = {f["path"]: f for f in mb["files"] if f["path"] not in volatile}
+    differing = {
+        p
+        for p in set(files_a) | set(files_b)
+        if p not in files_a or p not in files_b or files_a[p]["sha256"] != files_b[p]["sha256"]
+    }
+    values = compare_values(oa, ob, differing, set(files_a), set(files_b), rtol=rtol, atol=atol)
+    for path in sorted(differing - values.files):
+        fa, fb = files_a.get(path), files_b.get(path)
+        if fa is None or fb is None:
+            cmp.details.append(f"{path}: only in {'B' if fa is None else 'A'}")
+        else:
+            cmp.details.append(f"{path}: {fa['size']} vs {fb['size']} bytes, sha256 differs")
+    cmp.details += values.differs
+    cmp.close.update(values.close)
+    metrics = sorted(p for p in volatile if p.rsplit("/", 1)[-1] == "metrics.jsonl")
+    metrics = [
+        p for p in metrics if any(f["path"] == p for f in ma["files"]) and any(f["path"] == p for f in mb["files"])
+    ]
+    for path in metrics:
+        close: dict[str, float] = {}
+        why = metrics_difference(read_bytes(join(oa, path)), read_bytes(join(ob, path)), rtol, atol, close)
+        if why:
+            cmp.details.append(f"{path} (volatile): {why}")
+        cmp.close.update({f"{path}:{name}": diff for name, diff in close.items()})
+    if rehash:
+        for side, output, manifest in (("A", oa, ma), ("B", ob, mb)):
+            cmp.details += [f"{side}: {problem}" for problem in rehash_mismatches(output, manifest)]
+    if cmp.details:
+        cmp.verdict = "differs"
+        return
+    if cmp.close:
+        cmp.verdict = "close"
+        cmp.details.append(f"{len(cmp.close)} value(s) within rtol {rtol:g}, atol {atol:g}, not identical")
+    if values.files:
+        cmp.details.append(
+            f"{len(values.files)} differing file(s) compared by value: {len(values.identical)} identical, "
+            f"{len(values.close)} close"
+        )
+    if volatile:
+        skipped = len(volatile) - len(metrics)
+        cmp.details.append(
+            f"{skipped} volatile file(s) not compared"
+            + (f", {len(metrics)} compared without timings" if metrics else "")
+        )
+
+
+SHOWN_CLOSE = 10
+"""Tensors within tolerance listed under a close step, the largest differences first."""
+
+
+def verify_main(
+    a: str,
+    b: str,
+    steps_regex: str | None = None,
+    file=None,
+    rehash: bool = True,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+) -> int:
     file = file or sys.stdout
     try:
         a_path, b_path = resolve_pair(a, b)
-        comparisons = compare_records(a_path, b_path, steps_regex, rehash=rehash)
+        comparisons = compare_records(a_path, b_path, steps_regex, rehash=rehash, rtol=rtol, atol=atol)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -242,9 +313,15 @@ def verify_main(a: str, b: str, steps_regex: str | None = None, file=None, rehas
     for c in comparisons:
         detail = ("  " + "; ".join(c.details[:6]) + (" ..." if len(c.details) > 6 else "")) if c.details else ""
         print(f"  {c.verdict:<10} {c.name}{detail}", file=file)
+        largest = sorted(c.close.items(), key=lambda item: -item[1])
+        for name, diff in largest[:SHOWN_CLOSE]:
+            print(f"               max |A-B| {diff:.3g}  {name}", file=file)
+        if len(largest) > SHOWN_CLOSE:
+            print(f"               ... and {len(largest) - SHOWN_CLOSE} more within tolerance", file=file)
     differs = [c for c in comparisons if c.verdict == "differs"]
     missing = [c for c in comparisons if c.verdict == "missing"]
-    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ("identical", "differs", "missing")}
+    close = [c for c in comparisons if c.verdict == "close"]
+    counts = {v: sum(1 for c in comparisons if c.verdict == v) for v in ("identical", "close", "differs", "missing")}
     print(", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" of {len(comparisons)} steps", file=file)
     if differs:
         print(f"first difference in topological order: {differs[0].name}", file=file)
@@ -254,5 +331,10 @@ def verify_main(a: str, b: str, steps_regex: str | None = None, file=None, rehas
         print(f"{'' if differs else 'no step differs; '}missing: {listed}{more}", file=file)
     if differs or missing:
         return 1
+    if close:
+        print(
+            f"no step differs; {len(close)} within tolerance (rtol {rtol:g}, atol {atol:g}), not identical", file=file
+        )
+        return 3
     print("all steps identical", file=file)
     return 0

@@ -30,13 +30,12 @@ from marin.processing.documents import (
     encode_documents,
     list_shards,
     read_documents,
-    read_json_many,
     shard_name,
     write_json,
 )
-from marin.processing.shards import run_shards, worker_pool
+from marin.sharding import LEDGERS, local_pool, run_shards
 from marin.step_config import StepConfig, input_field, output_field, unversioned
-from marin.storage import delete, join, read_bytes, write_bytes
+from marin.storage import delete, join, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +108,8 @@ def _surviving_docs(config: DedupConfig, path: str, exact_removed: set[int]):
             yield Document(text=doc["text"], id=doc["id"], metadata={"_raw": doc, "_idx": idx})
 
 
-def _signature_shard(config: DedupConfig, path: str, rank: int, world: int, exact_removed: list[int]) -> None:
+def _signature_shard(config: DedupConfig, task: tuple[str, int, int, list[int]]) -> None:
+    path, rank, world, exact_removed = task
     from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 
     stage = MinhashDedupSignature(
@@ -138,9 +138,7 @@ def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
         logger.info("dedup: reusing the finished plan in %s", plan_path)
         return json.loads(finished)
     delete(join(config.output_path, ".work"), recursive=True)
-    hashed = run_shards(
-        _hash_shard, [(config, p) for p in shards], workers=config.workers, desc="dedup: exact hashes", pool=pool
-    )
+    hashed = run_shards(_hash_shard, config, shards, workers=config.workers, desc="dedup: exact hashes", pool=pool)
     if sum(len(h["ids"]) for h in hashed) == 0:
         raise EmptyInputError(f"dedup: no documents in input path {config.input_path}")
     first: dict[str, str] = {}
@@ -159,11 +157,12 @@ def _plan(config: DedupConfig, shards: list[str], pool) -> dict:
         from datatrove.pipeline.dedup.minhash import MinhashDedupCluster
 
         work = join(config.output_path, ".work")
-        tasks = [(config, p, i, len(shards), sorted(int(k) for k in exact[i])) for i, p in enumerate(shards)]
-        run_shards(_signature_shard, tasks, workers=config.workers, desc="dedup: minhash signatures", pool=pool)
+        tasks = [(p, i, len(shards), sorted(int(k) for k in exact[i])) for i, p in enumerate(shards)]
+        run_shards(_signature_shard, config, tasks, workers=config.workers, desc="dedup: minhash signatures", pool=pool)
         run_shards(
             _bucket,
-            [(config, b) for b in range(config.fuzzy.num_buckets)],
+            config,
+            range(config.fuzzy.num_buckets),
             workers=config.workers,
             desc="dedup: minhash buckets",
             pool=pool,
@@ -186,7 +185,8 @@ def _read_u32_pairs(path: str) -> dict[int, int]:
     return {a: b for a, b in struct.iter_unpack("<II", data)}
 
 
-def _write_shard(config: DedupConfig, path: str, index: int, exact_removed: dict[str, str], skipped: dict) -> None:
+def _write_shard(config: DedupConfig, task: tuple[str, int, dict[str, str], dict]) -> dict:
+    path, index, exact_removed, skipped = task
     docs = list(_surviving_docs(config, path, {int(k) for k in exact_removed}))
     removed = [
         {"id": None, "idx": int(k), "reason": "exact", "duplicate_of": v}
@@ -214,28 +214,27 @@ def _write_shard(config: DedupConfig, path: str, index: int, exact_removed: dict
         "clustered": clustered,
         "skipped_bad_documents": skipped,
     }
-    write_json(join(config.output_path, ".shard_stats", f"part-{index:05d}.json"), stats)
     write_bytes(join(config.output_path, shard_name(index)), encode_documents(d.metadata["_raw"] for d in kept))
     logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), len(all_ids))
+    return stats
 
 
 def dedup_documents(config: DedupConfig) -> dict:
     """Run the dedup step; returns the totals also written to stats.json."""
     shards = list_shards(config.input_path)
     logger.info("deduplicating %d shards from %s into %s", len(shards), config.input_path, config.output_path)
-    with worker_pool(config.workers) as pool:
+    with local_pool(config.workers) as pool:
         plan = _plan(config, shards, pool)
-        run_shards(
+        per_shard = run_shards(
             _write_shard,
-            [(config, p, i, plan["exact"][i], plan["skipped"][i]) for i, p in enumerate(shards)],
+            config,
+            [(p, i, plan["exact"][i], plan["skipped"][i]) for i, p in enumerate(shards)],
             workers=config.workers,
             desc="dedup: write",
-            done_path=lambda i: join(config.output_path, shard_name(i)),
+            ledger_dir=join(config.output_path, LEDGERS, "dedup"),
             pool=pool,
         )
-    per_shard = read_json_many(
-        [join(config.output_path, ".shard_stats", f"part-{i:05d}.json") for i in range(len(shards))]
-    )
+    write_volatile_list(config.output_path, [LEDGERS + "/"])
     stats = _write_totals(config, per_shard)
     delete(join(config.output_path, ".work"), recursive=True)
     return stats

@@ -12,7 +12,9 @@ citation markers and lines that fail its line rules); the others only decide.
 Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
 `stats.json` (documents in, kept, removed per filter and reason, bad lines skipped), and
 `removed_sample.jsonl.gz` (the first `removed_sample_size` removed documents in shard order, each with
-`metadata.filter_reason`). Per-shard counts sit in `.shard_stats/` so a resumed run can total them.
+`metadata.filter_reason`). Shards run through `marin.sharding.run_shards` (Ray tasks on a cluster, a
+local pool of `workers` otherwise); each finished shard's counts sit in its ledger under
+`.shards/filter/`, so a resumed run redoes only unfinished shards and still totals them all.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ from marin.processing.documents import (
     encode_documents,
     list_shards,
     read_documents,
-    read_json_many,
     shard_name,
     write_json,
 )
-from marin.processing.shards import run_shards
+from marin.sharding import LEDGERS, ShardResources, run_shards
 from marin.step_config import (
     StepConfig,
     input_field,
@@ -39,7 +40,7 @@ from marin.step_config import (
     unversioned,
     versioned_unless_default,
 )
-from marin.storage import join, write_bytes
+from marin.storage import join, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +173,9 @@ class FilterConfig(StepConfig):
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
     workers: int = unversioned(1)
-    """Processes to filter shards with; the output does not depend on it."""
+    """Processes to filter shards with when Ray is absent; the output does not depend on it."""
+    shard_resources: ShardResources = unversioned(ShardResources())
+    """What each shard asks of a Ray cluster when the step runs on one."""
 
     def validate(self) -> None:
         if self.removed_sample_size < 0:
@@ -205,8 +208,19 @@ def _build_filters(config: FilterConfig) -> list[tuple[str, object]]:
     return filters
 
 
-def _filter_shard(config: FilterConfig, in_path: str, index: int) -> None:
+@dataclass(frozen=True)
+class FilterShard:
+    """Input shard `index` (at `input_path`) becomes output shard `index`."""
+
+    index: int
+    input_path: str
+
+
+def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
+    """Filter one input shard into its output shard; returns its counts and removed sample."""
     from datatrove.data import Document
+
+    in_path, index = shard.input_path, shard.index
 
     filters = _build_filters(config)
     report = ReadReport()
@@ -235,25 +249,25 @@ def _filter_shard(config: FilterConfig, in_path: str, index: int) -> None:
         "skipped_bad_documents": dict(sorted(report.skipped.items())),
         "removed_sample": sample,
     }
-    write_json(join(config.output_path, ".shard_stats", f"part-{index:05d}.json"), stats)
     write_bytes(join(config.output_path, shard_name(index)), encode_documents(kept))
     logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), report.documents)
+    return stats
 
 
 def filter_documents(config: FilterConfig) -> dict:
     """Run the filter step; returns the totals also written to stats.json."""
     shards = list_shards(config.input_path)
     logger.info("filtering %d shards from %s into %s", len(shards), config.input_path, config.output_path)
-    run_shards(
-        _filter_shard,
-        [(config, path, i) for i, path in enumerate(shards)],
-        workers=config.workers,
+    per_shard = run_shards(
+        filter_shard,
+        config,
+        [FilterShard(i, path) for i, path in enumerate(shards)],
         desc="filter",
-        done_path=lambda i: join(config.output_path, shard_name(i)),
+        ledger_dir=join(config.output_path, LEDGERS, "filter"),
+        workers=config.workers,
+        resources=config.shard_resources,
     )
-    per_shard = read_json_many(
-        [join(config.output_path, ".shard_stats", f"part-{i:05d}.json") for i in range(len(shards))]
-    )
+    write_volatile_list(config.output_path, [LEDGERS + "/"])
     return _write_totals(config, per_shard)
 
 

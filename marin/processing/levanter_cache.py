@@ -13,8 +13,9 @@ goes through BatchTokenizer itself. tests/test_tokenize.py checks ids and cache 
 Levanter's own parts.
 
 Tensorstore writes the cache to a local folder. For gs:// and s3:// the cache is built in a local
-temporary folder and uploaded file by file with `shard_ledger.json` last, so a finished ledger on the
-bucket always means a complete cache.
+temporary folder from which each chunk file moves to the bucket as soon as no later write can touch
+it, and the rest at the end with `shard_ledger.json` last: local scratch stays about one write chunk,
+and a finished ledger on the bucket always means a complete cache.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from marin.storage import delete, is_local, join, read_bytes, strip_protocol, write_bytes
+from marin.storage import delete, is_local, join, read_bytes, strip_protocol, upload_file
 
 logger = logging.getLogger(__name__)
 
@@ -111,13 +112,28 @@ class FastEncoder:
         }
 
 
-@functools.lru_cache(maxsize=4)
+_REGISTERED: dict[str, LevanterEncoder] = {}
+
+
+def register_encoder(spec_path: str, encoder: LevanterEncoder) -> None:
+    """Make `encoder_from_spec(spec_path)` in this process return `encoder` itself (shards run inline)."""
+    _REGISTERED.clear()
+    _REGISTERED[spec_path] = encoder
+
+
 def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
-    """The encoder a `worker_spec()` saved at `spec_path` describes, read and built once per process.
+    """The encoder a `worker_spec()` saved at `spec_path` describes: the registered one in the process that
+    wrote it, else read and built once per process.
 
     Callers write every spec under a fresh name (tokenize: one per run), so caching by path never serves
     an encoder for a tokenizer that has since changed, and a worker reads and parses it once, not per shard.
     """
+    registered = _REGISTERED.get(spec_path)
+    return registered if registered is not None else _encoder_from_file(spec_path)
+
+
+@functools.lru_cache(maxsize=4)
+def _encoder_from_file(spec_path: str) -> LevanterEncoder | FastEncoder:
     raw = read_bytes(spec_path)
     if raw is None:
         raise FileNotFoundError(f"encoder spec {spec_path} is missing")
@@ -142,32 +158,86 @@ def ledger_finished(cache_dir: str) -> bool:
         return False
 
 
+class _Spiller:
+    """Builds a cache for a bucket in a local folder, moving each finished chunk file to the bucket at once.
+
+    Levanter's JaggedArrayStore keeps `input_ids/data` (the tokens) and `input_ids/offsets` (row ends,
+    with the row count at index 0) as zarr3 arrays cut into write chunks of W elements, one file each
+    (`c/<k>`). Rows are only appended, so data chunk k is final once more than (k+1)*W tokens are
+    written, and offsets chunk k >= 1 once more than (k+1)*W rows are (chunk 0 holds the row count,
+    rewritten by every append, so it goes last, with the metadata and `shard_ledger.json` last of all).
+    Local scratch therefore stays at about one data chunk and the first offsets chunk, whatever the
+    corpus size, and a finished ledger on the bucket still always means a complete cache.
+    """
+
+    def __init__(self, local: str, cache_dir: str):
+        self.local, self.cache_dir = local, cache_dir
+        self.spilled: set[str] = set()
+        self.peak_local_bytes = 0
+
+    def _chunk_len(self, array: str) -> int | None:
+        meta = os.path.join(self.local, array, "zarr.json")
+        if not os.path.exists(meta):
+            return None
+        with open(meta) as f:
+            return int(json.load(f)["chunk_grid"]["configuration"]["chunk_shape"][0])
+
+    def _upload(self, rel: str) -> None:
+        local = os.path.join(self.local, rel)
+        upload_file(local, join(self.cache_dir, rel.replace(os.sep, "/")))
+        os.unlink(local)
+        self.spilled.add(rel)
+
+    def _measure(self) -> None:
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(self.local) for f in names)
+        self.peak_local_bytes = max(self.peak_local_bytes, size)
+
+    def spill(self, rows: int, tokens: int) -> None:
+        """Move the chunk files no later append can touch, after `rows` rows of `tokens` tokens."""
+        self._measure()
+        for array, extent, first in (("input_ids/data", tokens, 0), ("input_ids/offsets", rows + 1, 1)):
+            width = self._chunk_len(array)
+            if width is None:
+                continue
+            for k in range(first, extent // width):
+                rel = os.path.join(array, "c", str(k))
+                if rel not in self.spilled and os.path.exists(os.path.join(self.local, rel)):
+                    self._upload(rel)
+
+    def finish(self) -> None:
+        self._measure()
+        files = sorted(
+            os.path.relpath(os.path.join(d, f), self.local) for d, _, names in os.walk(self.local) for f in names
+        )
+        for rel in sorted(files, key=lambda r: r == LEDGER):
+            self._upload(rel)
+
+
 @contextlib.contextmanager
-def _build_folder(cache_dir: str) -> Iterator[str]:
-    """A local folder to build `cache_dir` in: the folder itself on disk, a temporary one for buckets."""
+def _build_folder(cache_dir: str) -> Iterator[tuple[str, _Spiller | None]]:
+    """A local folder to build `cache_dir` in: the folder itself on disk, a spilled temporary one for buckets."""
     delete(cache_dir, recursive=True)
     if is_local(cache_dir):
-        yield strip_protocol(cache_dir)
+        yield strip_protocol(cache_dir), None
         return
     with tempfile.TemporaryDirectory(prefix="marin-levanter-cache-") as tmp:
-        local = os.path.join(tmp, "cache")
-        yield local
-        files = sorted(os.path.relpath(os.path.join(d, f), local) for d, _, names in os.walk(local) for f in names)
-        for rel in sorted(files, key=lambda r: r == LEDGER):
-            with open(os.path.join(local, rel), "rb") as f:
-                write_bytes(join(cache_dir, rel.replace(os.sep, "/")), f.read())
+        spiller = _Spiller(os.path.join(tmp, "cache"), cache_dir)
+        yield spiller.local, spiller
+        spiller.finish()
+        logger.info("built %s with at most %d bytes of local scratch", cache_dir, spiller.peak_local_bytes)
 
 
 def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequence[np.ndarray]]) -> int:
     """Write a finished Levanter cache of the rows in `batches` (replacing any cache there); returns rows.
 
     Rows are handed to the writer in runs of about TOKENS_PER_WRITE tokens whatever the batches are:
-    each write rewrites the store's current shard file, so many small writes cost quadratic time.
+    each write rewrites the store's current chunk file, so many small writes cost quadratic time. On a
+    bucket, finished chunk files move there after each write (see `_Spiller`).
     """
     from levanter.store.cache import CacheMetadata, SerialCacheWriter
 
-    rows = 0
-    with _build_folder(cache_dir) as folder:
+    rows = tokens = 0
+    with _build_folder(cache_dir) as (folder, spiller):
         metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
         with SerialCacheWriter(folder, encoder.exemplar, metadata=metadata) as writer:
             pending: list[np.ndarray] = []
@@ -179,7 +249,10 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
                 if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
                     writer.write_batch([{"input_ids": ids} for ids in pending])
                     rows += len(pending)
+                    tokens += pending_tokens
                     pending, pending_tokens = [], 0
+                    if spiller is not None:
+                        spiller.spill(rows, tokens)
     logger.info("wrote Levanter cache %s (%d rows, tokenizer %s)", cache_dir, rows, encoder.tokenizer_path)
     return rows
 

@@ -9,21 +9,22 @@ eos added as Levanter adds them) and the files are written by Levanter's `Serial
 ledger metadata names the tokenizer's absolute path, so the two `shard_ledger.json` files are listed
 in `volatile_files.txt` (the same caches built under another prefix differ only there).
 
-Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split, then
-a small json that marks the part done), by `workers` processes, or with 1 in a pipeline of three
-threads here (`tokenize_inline`: reading the next shard and making the last batch's arrays overlap
-the tokenizing, which releases the GIL and uses every core); a rerun after a crash tokenizes only
-the shards with no part. The caches are then assembled from the parts in shard order, which is cheap
-(no tokenizing), so their bytes depend neither on the worker count nor on where a crash happened; the
-parts are deleted once the caches, `stats.json` and `tokenize_info.json` are written. Which documents
-are validation: those of `validation_path` when given, otherwise a fraction chosen by a hash of the
-document id (`validation_fraction`), so a document's split never depends on the shard layout.
+Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split) by
+`marin.sharding.run_shards`: a Ray task per shard on a cluster, a local pool of `workers` processes
+otherwise, inline with one (each shard pipelined over threads: `encode_pipelined`). A finished shard's
+counts sit in its ledger (`.parts/.shards/`), so a rerun after a crash or a kill -9 tokenizes only the
+shards without one, on a bucket as on disk. The caches are then assembled from the parts in shard
+order, which is cheap (no tokenizing), so their bytes depend neither on where shards ran nor on where
+a crash happened; on a bucket the assembly keeps at most about one Levanter write chunk on local disk
+(`levanter_cache.write_cache`). The parts and their ledgers are deleted once the caches, `stats.json`
+and `tokenize_info.json` are written. Which documents are validation: those of `validation_path` when
+given, otherwise a fraction chosen by a hash of the document id (`validation_fraction`), so a
+document's split never depends on the shard layout.
 """
 
 from __future__ import annotations
 
 import contextvars
-import functools
 import hashlib
 import io
 import json
@@ -35,18 +36,23 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
     list_shards,
     read_documents,
-    read_json_many,
     write_json,
 )
-from marin.processing.levanter_cache import LevanterEncoder, encoder_from_spec, ledger_finished, write_cache
-from marin.processing.shards import pending_shards, run_shards
+from marin.processing.levanter_cache import (
+    FastEncoder,
+    LevanterEncoder,
+    encoder_from_spec,
+    ledger_finished,
+    register_encoder,
+    write_cache,
+)
+from marin.sharding import LEDGERS, ShardResources, run_shards
 from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.storage import delete, exists, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
@@ -75,7 +81,9 @@ class TokenizeConfig(StepConfig):
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
     workers: int = unversioned(1)
-    """Processes tokenizing input shards in parallel (1: inline). The output does not depend on it."""
+    """Processes tokenizing input shards in parallel when Ray is absent (1: inline). The output does not depend on it."""
+    shard_resources: ShardResources = unversioned(ShardResources())
+    """What each shard asks of a Ray cluster when the step runs on one."""
 
     def validate(self) -> None:
         if self.batch_size < 1:
@@ -124,8 +132,8 @@ def read_shard(shard_path: str, validation_fraction: float | None, skip_bad: boo
     return ShardTexts(shard_path, texts, splits, report)
 
 
-def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> None:
-    """Write a shard's ids as `part_path`.<split>.npz (ids and lengths), then `part_path`.json (done)."""
+def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> dict:
+    """Write a shard's ids as `part_path`.<split>.npz (ids and lengths); returns its counts (its ledger's stats)."""
     if len(ids) != len(shard.texts):
         raise RuntimeError(
             f"tokenize: {len(ids)} id arrays for the {len(shard.texts)} documents of {shard.shard_path}"
@@ -144,88 +152,83 @@ def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> None
             buf = io.BytesIO()
             np.savez(buf, ids=np.concatenate([ids[i] for i in mine]), lengths=lengths)
             write_bytes(f"{part_path}.{split}.npz", buf.getvalue())
-    write_json(part_path + ".json", {"splits": counts, "skipped_bad_documents": dict(shard.report.skipped)})
     logger.info("tokenized shard %s (%d documents) into %s", shard.shard_path, len(shard.texts), part_path)
+    return {"splits": counts, "skipped_bad_documents": dict(sorted(shard.report.skipped.items()))}
 
 
-def tokenize_shard(
-    encoder_spec: str,
-    skip_bad: bool,
-    batch_size: int,
-    shard_path: str,
-    validation_fraction: float | None,
-    part_path: str,
-) -> None:
-    """Tokenize one input shard into its part, start to end (what a worker process runs).
+@dataclass(frozen=True)
+class TokenizeJob:
+    """What every shard of one tokenize run shares (the run's `process_shard` config)."""
 
-    encoder_spec: the path of the encoder's `worker_spec()` JSON. validation_fraction: the share of
-    documents sent to validation by the hash of their id; None sends every document there (a
-    `validation_path` shard).
+    encoder_spec: str
+    """The path of the encoder's `worker_spec()` JSON, fresh per run (see encoder_from_spec)."""
+    skip_bad: bool
+    """Skip and count bad lines instead of failing."""
+    batch_size: int
+    """Documents per tokenizer call."""
+
+
+@dataclass(frozen=True)
+class TokenizeShard:
+    """One input shard and the part it is tokenized into."""
+
+    input_path: str
+    """The documents (a jsonl(.gz) file)."""
+    validation_fraction: float | None
+    """The share of documents sent to validation by the hash of their id; None: all (a validation_path shard)."""
+    part_path: str
+    """Where its ids go: `part_path`.<split>.npz."""
+
+
+def tokenize_shard(job: TokenizeJob, shard: TokenizeShard) -> dict:
+    """Tokenize one input shard into its part, start to end; returns its counts."""
+    encoder = encoder_from_spec(job.encoder_spec)
+    texts = read_shard(shard.input_path, shard.validation_fraction, job.skip_bad)
+    return write_part(shard.part_path, texts, encode_pipelined(encoder, texts.texts, job.batch_size))
+
+
+def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
+    return pool.submit(contextvars.copy_context().run, fn, *args)
+
+
+def encode_pipelined(encoder: LevanterEncoder | FastEncoder, texts: list[str], batch_size: int) -> list[np.ndarray]:
+    """The ids of `texts`, in order, keeping the tokenizer busy.
+
+    Two encoder threads hand batches to the Rust tokenizer, which releases the GIL and spreads each
+    call over every core (two calls in flight, so the cores that finish one call's last documents
+    early start on the next); a finisher thread makes each batch's arrays, in order, under the GIL
+    meanwhile. At most three batches are being encoded and six wait for the finisher. Every thread
+    runs in a copy of this context, so what it logs reaches the step's log.
     """
-    encoder = encoder_from_spec(encoder_spec)
-    shard = read_shard(shard_path, validation_fraction, skip_bad)
-    ids: list[np.ndarray] = []
-    for start in range(0, len(shard.texts), batch_size):
-        ids.extend(encoder.encode(shard.texts[start : start + batch_size]))
-    write_part(part_path, shard, ids)
+    arrays: list[np.ndarray] = []
+    with (
+        ThreadPoolExecutor(2, thread_name_prefix="tokenize-encode") as encoders,
+        ThreadPoolExecutor(1, thread_name_prefix="tokenize-finish") as finisher,
+    ):
+        encoding: deque[Future] = deque()
+        finishing: deque[Future] = deque()
+        for start in range(0, len(texts), batch_size):
+            encoding.append(_submit(encoders, encoder.encode_later, texts[start : start + batch_size]))
+            finishing.append(_submit(finisher, _extend_with, arrays, encoding[-1]))
+            while len(encoding) > 2:  # one batch queued behind the two encoding: the encoders never wait
+                encoding.popleft().result()
+            while len(finishing) > 6:
+                finishing.popleft().result()
+        while finishing:
+            finishing.popleft().result()
+    return arrays
 
 
 def _extend_with(arrays: list[np.ndarray], encoded: Future) -> None:
     arrays.extend(encoded.result()())
 
 
-def tokenize_inline(
-    tasks: list[tuple[str, float | None, str]], encoder: LevanterEncoder, skip_bad: bool, batch_size: int, bar
-) -> None:
-    """Tokenize `tasks` (shard path, validation fraction, part path) here, keeping the tokenizer busy.
-
-    A pipeline: a reader thread reads the next shard; two encoder threads hand batches to the Rust
-    tokenizer, which releases the GIL and spreads each call over every core (two calls in flight, so
-    the cores that finish one call's last documents early start on the next call); a finisher thread
-    makes each batch's arrays, in order, and writes each shard's part. This thread only feeds them.
-    At most one shard is read ahead, three batches are being encoded and six wait for the finisher, so
-    memory stays bounded by about two shards. Every thread runs in a copy of this context, so what
-    they log reaches the step's log.
-    """
-
-    def submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
-        return pool.submit(contextvars.copy_context().run, fn, *args)
-
-    with (
-        ThreadPoolExecutor(1, thread_name_prefix="tokenize-read") as reader,
-        ThreadPoolExecutor(2, thread_name_prefix="tokenize-encode") as encoders,
-        ThreadPoolExecutor(1, thread_name_prefix="tokenize-finish") as finisher,
-    ):
-        reads = deque(submit(reader, read_shard, path, fraction, skip_bad) for path, fraction, _ in tasks[:1])
-        encoding: deque[Future] = deque()
-        finishing: deque[Future] = deque()
-        for n, (_, _, part_path) in enumerate(tasks):
-            if n + 1 < len(tasks):
-                path, fraction, _ = tasks[n + 1]
-                reads.append(submit(reader, read_shard, path, fraction, skip_bad))
-            shard = reads.popleft().result()
-            arrays: list[np.ndarray] = []
-            for start in range(0, len(shard.texts), batch_size):
-                encoding.append(submit(encoders, encoder.encode_later, shard.texts[start : start + batch_size]))
-                finishing.append(submit(finisher, _extend_with, arrays, encoding[-1]))
-                while len(encoding) > 2:  # one batch queued behind the two encoding: the encoders never wait
-                    encoding.popleft().result()
-                while len(finishing) > 6:
-                    finishing.popleft().result()
-            finishing.append(submit(finisher, _write_part_and_count, part_path, shard, arrays, bar))
-        while finishing:
-            finishing.popleft().result()
-
-
-def _write_part_and_count(part_path: str, shard: ShardTexts, ids: list[np.ndarray], bar) -> None:
-    write_part(part_path, shard, ids)
-    bar.update(1)
-
-
 def _read_part(part_path: str, split: str) -> list[np.ndarray]:
     raw = read_bytes(f"{part_path}.{split}.npz")
     if raw is None:
-        raise FileNotFoundError(f"tokenize: part {part_path}.{split}.npz is missing although its .json says done")
+        raise FileNotFoundError(
+            f"tokenize: part {part_path}.{split}.npz is missing although its shard ledger says done"
+        )
     with np.load(io.BytesIO(raw)) as part:
         ids, lengths = part["ids"], part["lengths"]
     return np.split(ids, np.cumsum(lengths)[:-1])
@@ -242,31 +245,29 @@ def tokenize(config: TokenizeConfig) -> dict:
             "(no tokenizer.json or tokenizer_config.json)"
         )
     encoder = LevanterEncoder(config.tokenizer)
-    tasks = [
-        (path, config.validation_fraction, join(parts_root, _part_name("input", i))) for i, path in enumerate(inputs)
+    shards = [
+        TokenizeShard(path, config.validation_fraction, join(parts_root, _part_name("input", i)))
+        for i, path in enumerate(inputs)
     ]
-    tasks += [(path, None, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)]
-    part_paths = [part_path for _, _, part_path in tasks]
+    shards += [
+        TokenizeShard(path, None, join(parts_root, _part_name("validation", i))) for i, path in enumerate(val_inputs)
+    ]
+    # shard tasks elsewhere rebuild the encoder from its spec, under a fresh name per run (see encoder_from_spec);
+    # shards run here use this very encoder
+    spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")
+    write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
+    register_encoder(spec_path, encoder)
+    parts = run_shards(
+        tokenize_shard,
+        TokenizeJob(spec_path, config.skip_bad_documents, config.batch_size),
+        shards,
+        desc="tokenize",
+        ledger_dir=join(parts_root, LEDGERS),
+        workers=config.workers,
+        resources=config.shard_resources,
+    )
+    part_paths = [shard.part_path for shard in shards]
 
-    def done_path(i: int) -> str:
-        return part_paths[i] + ".json"
-
-    if config.workers == 1:
-        todo = pending_shards(len(tasks), done_path, "tokenize")
-        with tqdm(total=len(tasks), initial=len(tasks) - len(todo), desc="tokenize", unit="shard") as bar:
-            tokenize_inline([tasks[i] for i in todo], encoder, config.skip_bad_documents, config.batch_size, bar)
-    else:  # worker processes rebuild the encoder from its spec, under a fresh name per run: see encoder_from_spec
-        spec_path = join(parts_root, f"encoder-{uuid.uuid4().hex[:12]}.json")
-        write_bytes(spec_path, json.dumps(encoder.worker_spec()).encode("utf-8"))
-        run_shards(
-            functools.partial(tokenize_shard, spec_path, config.skip_bad_documents, config.batch_size),
-            tasks,
-            workers=config.workers,
-            desc="tokenize",
-            done_path=done_path,
-        )
-
-    parts = read_json_many([p + ".json" for p in part_paths])
     skipped: Counter = Counter()
     for part in parts:
         skipped.update(part["skipped_bad_documents"])

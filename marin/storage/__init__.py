@@ -24,6 +24,7 @@ from marin.storage.files import (
     read_bytes,
     read_bytes_many,
     read_text,
+    upload_file,
     write_bytes,
     write_text,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "relative_to",
     "replace_if_unchanged",
     "strip_protocol",
+    "upload_file",
     "write_bytes",
     "write_text",
 ]

@@ -99,6 +99,15 @@ def write_bytes(path: str, data: bytes) -> None:
     with_retries(lambda: fs.pipe_file(path, data), what=f"write {path}")
 
 
+def upload_file(local_file: str, path: str) -> None:
+    """Publishes the content of the local file `local_file` at `path` (as `write_bytes` does).
+
+    Made for big files (a Levanter cache's chunk files); a backend may stream it in parts.
+    """
+    with open(local_file, "rb") as f:
+        write_bytes(path, f.read())
+
+
 def write_text(path: str, text: str) -> None:
     write_bytes(path, text.encode("utf-8"))
 

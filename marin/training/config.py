@@ -14,10 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.training.mixture import MixtureStage, check_stages
 
 _LR_SCHEDULES = ("constant", "cosine", "linear", "inv_sqrt")
 _PRECISIONS = ("f32", "bf16")
 _WANDB_MODES = ("offline", "online", "disabled")
+LLAMA_AXES = ("embed", "mlp", "heads", "kv_head", "q_heads_per_group", "head_size", "vocab", "layer")
+"""The named axes of a Levanter Llama's parameters: what `MeshConfig` may shard."""
 
 
 def _positive(owner: str, **values: int | float) -> None:
@@ -75,6 +78,18 @@ class LlamaModelConfig(StepConfig):
     def head_dim(self) -> int:
         return self.hidden_dim // self.num_heads
 
+    def axis_sizes(self) -> dict[str, int]:
+        """The sizes of the model's named axes (all but `vocab`, known once the tokenizer is)."""
+        return {
+            "embed": self.hidden_dim,
+            "mlp": self.intermediate_dim,
+            "heads": self.num_heads,
+            "kv_head": self.num_kv_heads,
+            "q_heads_per_group": self.num_heads // self.num_kv_heads,
+            "head_size": self.head_dim,
+            "layer": self.num_layers,
+        }
+
     def parameter_count(self, vocab_size: int) -> int:
         """Trainable parameters with a vocabulary of `vocab_size` (equals Levanter's count)."""
         h, m, hd = self.hidden_dim, self.intermediate_dim, self.head_dim
@@ -118,6 +133,54 @@ class OptimizerConfig(StepConfig):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MeshConfig(StepConfig):
+    """How a run lays its arrays over the step's devices: Levanter's mesh of replica × data × model axes.
+
+    The `data` axis is whatever the other two leave (devices / (replica_axis_size × model_axis_size)).
+    The batch is split over replica × data; parameters and optimizer state are sharded over `data` along
+    `fsdp_axes` (FSDP) and over `model` along `tensor_parallel_axes`. The default is pure FSDP over all
+    devices of the step. A layout is not versioned: it changes how a run computes, not what it computes
+    (results agree within the tolerance of docs/training.md), so a run may resume on another layout.
+    """
+
+    model_axis_size: int = 1
+    """Devices per tensor-parallel group (the mesh's `model` axis); must divide the devices."""
+    tensor_parallel_axes: tuple[str, ...] | None = None
+    """Model axes split over the `model` axis; None: ("mlp", "heads", "kv_head") when model_axis_size > 1."""
+    replica_axis_size: int = 1
+    """Data-parallel replicas within a slice: each holds the parameters sharded over its own `data` devices."""
+    replica_slices: int = 1
+    """Slices (TPU multislice, over DCN) that replicate each other; the other slices extend the `data` axis."""
+    fsdp_axes: tuple[str, ...] = ("embed",)
+    """Model axes whose parameters and optimizer state are sharded over `data` (FSDP); (): replicated
+    (plain data parallelism)."""
+
+    def validate(self) -> None:
+        _positive(
+            "mesh",
+            model_axis_size=self.model_axis_size,
+            replica_axis_size=self.replica_axis_size,
+            replica_slices=self.replica_slices,
+        )
+        for name in ("tensor_parallel_axes", "fsdp_axes"):
+            unknown = sorted(set(getattr(self, name) or ()) - set(LLAMA_AXES))
+            if unknown:
+                raise ValueError(f"mesh.{name} names {unknown}, which are not axes of the model {LLAMA_AXES}")
+        both = sorted(set(self.tp_axes) & set(self.fsdp_axes))
+        if both:
+            raise ValueError(
+                f"mesh.tensor_parallel_axes and mesh.fsdp_axes both name {both}: an axis is split over one of them"
+            )
+
+    @property
+    def tp_axes(self) -> tuple[str, ...]:
+        """The tensor-parallel axes in effect (the default ones when `tensor_parallel_axes` is None)."""
+        if self.tensor_parallel_axes is not None:
+            return tuple(self.tensor_parallel_axes)
+        return ("mlp", "heads", "kv_head") if self.model_axis_size > 1 else ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig(StepConfig):
     """One training run (or one phase of a multi-phase run) of a Llama model on tokenized data."""
 
@@ -127,6 +190,9 @@ class TrainConfig(StepConfig):
     """This step's folder: `checkpoints/`, `hf/`, `metrics.jsonl`, `wandb/`, `train_info.json`, `phase.json`."""
     weights: dict[str, float] | None = versioned_unless_default(None)
     """Mixture weights by dataset name (normalised); None means one dataset, or equal weights."""
+    mixture_stages: list[MixtureStage] | None = versioned_unless_default(None)
+    """A mixture that changes within the run: stages of weights, each from its `start_step` (the first at 0);
+    replaces `weights`. None: the fixed mixture of `weights`."""
     tokenizer: str | None = input_field(
         "tokenizer folder", holds_any=("tokenizer.json", "tokenizer_config.json"), default=None
     )
@@ -156,6 +222,8 @@ class TrainConfig(StepConfig):
     """Batches per validation set at each in-training evaluation; None: the whole set."""
     per_device_parallelism: int = versioned_unless_default(-1)
     """Sequences per device per forward pass (gradient accumulation when smaller); -1: the whole batch."""
+    mesh: MeshConfig = unversioned(default_factory=MeshConfig)
+    """The device layout (FSDP, tensor parallelism, replicas); default: FSDP over all devices of the step."""
     precision: str = versioned_unless_default("f32")
     """f32, or bf16 (parameters in f32, compute in bfloat16)."""
     hf_export: bool = versioned_unless_default(True)
@@ -193,12 +261,21 @@ class TrainConfig(StepConfig):
                 raise ValueError(f"train.weights names {unknown}, which are not in train.data {sorted(self.data)}")
             if any(w < 0 for w in self.weights.values()) or sum(self.weights.values()) <= 0:
                 raise ValueError(f"train.weights must be >= 0 with a positive sum, got {self.weights}")
+        if self.mixture_stages is not None:
+            check_stages(self.mixture_stages, self.data, self.num_train_steps, self.weights)
         if self.precision not in _PRECISIONS:
             raise ValueError(f"train.precision must be one of {_PRECISIONS}, got {self.precision!r}")
         if self.wandb_mode not in _WANDB_MODES:
             raise ValueError(f"train.wandb_mode must be one of {_WANDB_MODES}, got {self.wandb_mode!r}")
         if self.per_device_parallelism != -1 and self.per_device_parallelism <= 0:
             raise ValueError(f"train.per_device_parallelism must be -1 or > 0, got {self.per_device_parallelism}")
+        sizes = self.model.axis_sizes()
+        for axis in self.mesh.tp_axes:
+            if axis in sizes and sizes[axis] % self.mesh.model_axis_size:
+                raise ValueError(
+                    f"train.mesh.model_axis_size={self.mesh.model_axis_size} does not divide the model's {axis!r} "
+                    f"axis ({sizes[axis]}), which mesh.tensor_parallel_axes splits over it"
+                )
 
     @property
     def tokens_per_step(self) -> int:

@@ -34,6 +34,7 @@ from datetime import timedelta
 
 from marin.execution.step_context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
+from marin.training import mixture
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
@@ -97,8 +98,11 @@ def mixture_weights(config: TrainConfig) -> dict[str, float]:
 def check_inputs(config: TrainConfig) -> dict:
     """Everything that can be wrong before compute: raises naming the field or path. Returns the parent."""
     weights = mixture_weights(config)
+    sampled = mixture.active_datasets(config.mixture_stages, config.data) if config.mixture_stages else None
     for name, path in config.data.items():
-        if weights[name] > 0 and not exists(posixpath.join(path, "train", "shard_ledger.json")):
+        if (weights[name] > 0 if sampled is None else name in sampled) and not exists(
+            posixpath.join(path, "train", "shard_ledger.json")
+        ):
             raise FileNotFoundError(
                 f"train.data[{name!r}]: {path}/train is not a finished tokenized cache (no shard_ledger.json)"
             )
@@ -153,10 +157,14 @@ def levanter_data_config(config: TrainConfig, tokenizer: str):
     if len(config.data) == 1:
         (path,) = config.data.values()
         return UrlSingleDatasetLMConfig(cache_dir=path, tokenizer=tokenizer, shuffle=True, permutation_type="feistel")
+    stages = config.mixture_stages
     return LMMixtureDatasetConfig(
         cache_dir=None,
         configs={name: UrlDatasetSourceConfig(cache_dir=path) for name, path in config.data.items()},
-        train_weights=mixture_weights(config),
+        train_weights=mixture.schedule(stages, config.data) if stages else mixture_weights(config),
+        mixture_block_size=mixture.block_size(stages, config.train_batch_size)
+        if stages
+        else mixture.DEFAULT_BLOCK_SIZE,
         tokenizer=tokenizer,
         shuffle=True,
         permutation_type="feistel",
@@ -171,8 +179,8 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
     from levanter.main.train_lm import TrainLmConfig
     from levanter.optim import AdamConfig
     from levanter.tracker.wandb import WandbConfig
-    from levanter.trainer import TrainerConfig
 
+    from marin.training.mesh import checked_trainer_config
     from marin.training.metrics import MetricsJsonlConfig
 
     out = config.output_path
@@ -191,7 +199,8 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
             )
         )
     policy = "f32" if config.precision == "f32" else "p=f32,c=bfloat16"
-    trainer = TrainerConfig(
+    trainer = checked_trainer_config(
+        config,
         seed=config.seed,
         mp=jmp.get_policy(policy),
         id=run_id,
@@ -413,6 +422,12 @@ def _write_train_info(
             "model": dataclasses.asdict(config.model),
             "data": dict(config.data),
             "weights": mixture_weights(config),
+            "mixture_stages": [
+                {"start_step": step, "weights": weights}
+                for step, weights in mixture.schedule(config.mixture_stages, config.data)
+            ]
+            if config.mixture_stages
+            else None,
             "tokenizer": tokenizer,
             "vocab_size": vocab_size,
             "parameter_count": n_params,

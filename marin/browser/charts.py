@@ -1,0 +1,220 @@
+"""Server-side SVG charts for research pages: lines, markers, bands and linked points, on linear or log axes.
+
+`svg.line_plot` draws a loss curve; the research pages need more from one picture: evaluation points as
+markers beside a training curve, a ladder's rungs with the fitted law and its interval, runs against
+FLOPs on a log axis with the Pareto frontier, each point linking to its run. A `Chart` collects series of
+those kinds and renders them in one pass, bands under lines under markers (so a linked marker is never
+covered by a line's hover targets): the axes are fitted to everything drawn, log axes get ticks at
+powers of ten, and every marker carries a `<title>` so the browser shows its values on hover, with no
+JavaScript library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from marin.browser.html import esc
+from marin.browser.svg import PALETTE, nice_ticks
+
+MAX_HOVER_POINTS = 400
+"""A line gets an invisible hover target per point up to this many points (thinned beyond)."""
+
+
+def fmt_value(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.3g}"
+    return f"{v:.5g}"
+
+
+@dataclass
+class Series:
+    name: str
+    kind: str
+    """line | points | band (points holds (x, low, high)) | dashed."""
+    points: list[tuple]
+    hrefs: list[str | None] = field(default_factory=list)
+    titles: list[str | None] = field(default_factory=list)
+    css: str = ""
+    color: str | None = None
+
+
+@dataclass
+class Chart:
+    """A chart under construction; `render()` returns the `<svg>`."""
+
+    x_label: str = "step"
+    y_label: str = ""
+    log_x: bool = False
+    log_y: bool = False
+    width: int = 720
+    height: int = 320
+    css_class: str = "plot"
+    series: list[Series] = field(default_factory=list)
+
+    def line(self, name: str, points, dashed: bool = False, css: str = "", color: str | None = None) -> Chart:
+        self.series.append(Series(name, "dashed" if dashed else "line", self._finite(points), css=css, color=color))
+        return self
+
+    def points(self, name: str, points, hrefs=None, titles=None, css: str = "", color: str | None = None) -> Chart:
+        kept = [(i, p) for i, p in enumerate(points) if self._ok(p[0], p[1])]
+        self.series.append(
+            Series(
+                name,
+                "points",
+                [p for _, p in kept],
+                [hrefs[i] for i, _ in kept] if hrefs else [],
+                [titles[i] for i, _ in kept] if titles else [],
+                css=css,
+                color=color,
+            )
+        )
+        return self
+
+    def band(self, name: str, triples, css: str = "", color: str | None = None) -> Chart:
+        kept = [(x, lo, hi) for x, lo, hi in triples if self._ok(x, lo) and self._ok(x, hi)]
+        self.series.append(Series(name, "band", kept, css=css, color=color))
+        return self
+
+    def _ok(self, x, y) -> bool:
+        if not (isinstance(x, int | float) and isinstance(y, int | float)):
+            return False
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return False
+        return (x > 0 or not self.log_x) and (y > 0 or not self.log_y)
+
+    def _finite(self, points) -> list[tuple]:
+        return [(x, y) for x, y in points if self._ok(x, y)]
+
+    def render(self) -> str:
+        xs, ys = [], []
+        for s in self.series:
+            for p in s.points:
+                xs.append(p[0])
+                ys.extend(p[1:])
+        if not xs:
+            return '<div class="note">no finite values to plot</div>'
+        fx = math.log10 if self.log_x else float
+        fy = math.log10 if self.log_y else float
+        x0, x1 = fx(min(xs)), fx(max(xs))
+        y0, y1 = fy(min(ys)), fy(max(ys))
+        if x1 == x0:
+            x0, x1 = x0 - 0.5, x1 + 0.5
+        if y1 == y0:
+            y0, y1 = y0 - (abs(y0) * 0.05 or 0.5), y1 + (abs(y1) * 0.05 or 0.5)
+        px, py = (x1 - x0) * 0.04, (y1 - y0) * 0.06
+        x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py
+        ml, mr, mt, mb = 70, 16, 28, 42
+        pw, ph = self.width - ml - mr, self.height - mt - mb
+
+        def sx(x: float) -> float:
+            return ml + (fx(x) - x0) / (x1 - x0) * pw
+
+        def sy(y: float) -> float:
+            return mt + ph - (fy(y) - y0) / (y1 - y0) * ph
+
+        parts = [
+            f'<svg class="{esc(self.css_class)}" xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
+            f'height="{self.height}" viewBox="0 0 {self.width} {self.height}" role="img" '
+            f'aria-label="{esc(self.y_label or "chart")}">',
+            f'<rect class="bg" x="{ml}" y="{mt}" width="{pw}" height="{ph}"/>',
+        ]
+        for t in _ticks(y0, y1, self.log_y, 5):
+            parts.append(f'<line class="grid" x1="{ml}" x2="{ml + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}"/>')
+            parts.append(f'<text class="tick" x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{fmt_value(t)}</text>')
+        for t in _ticks(x0, x1, self.log_x, 6):
+            parts.append(f'<line class="grid" y1="{mt}" y2="{mt + ph}" x1="{sx(t):.1f}" x2="{sx(t):.1f}"/>')
+            parts.append(
+                f'<text class="tick" x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle">{fmt_value(t)}</text>'
+            )
+        x_label = self.x_label + (" (log)" if self.log_x else "")
+        parts.append(
+            f'<text class="axis" x="{ml + pw / 2}" y="{self.height - 6}" text-anchor="middle">{esc(x_label)}</text>'
+        )
+        if self.y_label:
+            parts.append(f'<text class="axis" x="{ml}" y="{mt - 10}" text-anchor="start">{esc(self.y_label)}</text>')
+        legend = []
+        layer = {"band": 0, "line": 1, "dashed": 1, "points": 2}
+        drawn = sorted(enumerate(self.series), key=lambda item: layer.get(item[1].kind, 1))
+        for i, s in drawn:
+            color = s.color or PALETTE[i % len(PALETTE)]
+            name = esc(s.name)
+            if s.kind == "band" and s.points:
+                upper = " ".join(f"{sx(x):.1f},{sy(hi):.1f}" for x, _, hi in s.points)
+                lower = " ".join(f"{sx(x):.1f},{sy(lo):.1f}" for x, lo, _ in reversed(s.points))
+                parts.append(
+                    f'<polygon class="band {esc(s.css)}" data-series="{name}" fill="{color}" fill-opacity="0.15" '
+                    f'stroke="none" points="{upper} {lower}"><title>{name}</title></polygon>'
+                )
+            elif s.kind in ("line", "dashed") and s.points:
+                d = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in s.points)
+                dash = ' stroke-dasharray="6 4"' if s.kind == "dashed" else ""
+                parts.append(
+                    f'<polyline class="line {esc(s.css)}" data-series="{name}" fill="none" stroke="{color}" '
+                    f'stroke-width="2"{dash} points="{d}"/>'
+                )
+                step = max(1, math.ceil(len(s.points) / MAX_HOVER_POINTS))
+                hover = s.points[::step]
+                parts.append(f'<g class="hover" data-series="{name}">')
+                parts.extend(
+                    f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{color}" fill-opacity="0">'
+                    f"<title>{name} @ {fmt_value(x)}: {fmt_value(y)}</title></circle>"
+                    for x, y in hover
+                )
+                parts.append("</g>")
+            elif s.kind == "points":
+                for j, (x, y) in enumerate(s.points):
+                    title = s.titles[j] if j < len(s.titles) and s.titles[j] else f"{s.name} @ {fmt_value(x)}"
+                    title = f"{title}: {fmt_value(y)}"
+                    dot = (
+                        f'<circle class="marker {esc(s.css)}" data-series="{name}" cx="{sx(x):.1f}" cy="{sy(y):.1f}" '
+                        f'r="4.5" fill="{color}" stroke="#fff" stroke-width="1"><title>{esc(title)}</title></circle>'
+                    )
+                    href = s.hrefs[j] if j < len(s.hrefs) else None
+                    parts.append(f'<a href="{esc(href)}">{dot}</a>' if href else dot)
+            lx, ly = ml + pw - 8, mt + 14 + 16 * len(legend)
+            swatch = (
+                f'<circle cx="{lx - 6}" cy="{ly}" r="4" fill="{color}"/>'
+                if s.kind == "points"
+                else f'<line x1="{lx - 12}" x2="{lx}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="3"/>'
+            )
+            legend.append(f'<text class="legend" x="{lx - 16}" y="{ly + 4}" text-anchor="end">{name}</text>' + swatch)
+        parts.extend(legend)
+        parts.append("</svg>")
+        return "".join(parts)
+
+
+def _ticks(lo: float, hi: float, log: bool, n: int) -> list[float]:
+    """Tick values (in data units) for an axis spanning lo..hi in its drawn units (log10 when `log`)."""
+    if not log:
+        return [t for t in nice_ticks(lo, hi, n) if lo <= t <= hi]
+    first, last = math.ceil(lo), math.floor(hi)
+    if last - first >= 1:
+        every = max(1, math.ceil((last - first + 1) / n))
+        return [10.0**e for e in range(first, last + 1, every)]
+    return [t for t in (10.0**v for v in nice_ticks(lo, hi, n)) if t > 0]
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats (lower or equal x and lower y), in increasing x."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best = [], math.inf
+    for i in order:
+        if points[i][1] < best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def ema(points: list[tuple[float, float]], weight: float) -> list[tuple[float, float]]:
+    """Exponential moving average with bias correction (TensorBoard's smoothing); weight 0 returns the input."""
+    if weight <= 0 or len(points) < 2:
+        return list(points)
+    out, avg, norm = [], 0.0, 0.0
+    for x, y in points:
+        avg = weight * avg + (1 - weight) * y
+        norm = weight * norm + (1 - weight)
+        out.append((x, avg / norm))
+    return out

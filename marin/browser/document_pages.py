@@ -1,0 +1,200 @@
+"""Pages over documents: search and sample a shard, and a dedup step's removed documents beside their keepers.
+
+A dedup step records each removed document as one line of `removed_ids.jsonl` (`id`, `reason`,
+`duplicate_of`); the documents themselves are in the step's input shards. The duplicates page takes a
+page of those lines, finds the texts of both sides in one streaming pass over the input (stopping as soon
+as every wanted id is found, and after `SCAN_LIMIT` bytes in any case), and shows each removed document
+beside the document it duplicates. A document's own view (`?id=`) links both ways: a removed document to
+the one it duplicates, a kept document to every document removed as its duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from urllib.parse import urlencode
+
+from marin.browser import previews
+from marin.browser.documents import SCAN_LIMIT, TEXT_FIELDS, DocQuery, describe, scan
+from marin.browser.html import error_box, esc, note, page, url_file, url_step
+from marin.browser.previews import MAX_LINE, _Lines, _open_stream, compression_of
+from marin.storage.layout import info_path
+
+REMOVED_FILE = "removed_ids.jsonl"
+DOC_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd")
+
+
+def search_form(root: int, rel: str, query: DocQuery) -> str:
+    where = ", ".join(f"{k}={v}" for k, v in query.where)
+    return (
+        f'<form class="toolbar doc-search" method="get" action="{esc(url_file(root, rel))}">'
+        f'<input type="search" name="q" value="{esc(query.text)}" placeholder="Search the text…">'
+        f'<input type="text" name="where" value="{esc(where)}" placeholder="field=value, metadata.lang=en">'
+        '<button type="submit">search</button>'
+        f'<span class="muted">or</span><input type="number" name="n_sample" min="1" max="1000" '
+        f'value="{query.sample or 20}" class="num"><input type="hidden" name="seed" value="{query.seed}">'
+        '<button type="submit" name="mode" value="sample">random sample</button></form>'
+    )
+
+
+def search_results(fs, root: int, rel: str, full: str, query: DocQuery, offset: int, n: int) -> str:
+    result = scan(fs, full, query, offset, n)
+    out = f'<div class="note scan-summary">{describe(result, query)}</div>'
+    if result.lines:
+        out += previews.lines_table(result.lines)
+    elif not query.sample:
+        out += note("no matching documents in what was read")
+    params = {"q": query.text, "where": ", ".join(f"{k}={v}" for k, v in query.where)}
+    if query.sample:
+        again = {**params, "sample": query.sample, "seed": query.seed + 1}
+        out += f'<div class="pager"><a class="btn" href="{esc(url_file(root, rel, **again))}">another sample</a></div>'
+    elif not result.at_end:
+        more = {k: v for k, v in params.items() if v}
+        out += (
+            f'<div class="pager"><a class="btn next" href="{esc(url_file(root, rel, offset=result.next_offset, **more))}">'
+            f"continue from byte {result.next_offset:,} ▶</a></div>"
+        )
+    return out
+
+
+def _input_folder(root, step_rel: str) -> str | None:
+    """The dedup step's input folder, as a path under this root (records hold the writer's absolute paths)."""
+    try:
+        info = json.loads(root.fs.cat_file(info_path(root.join(step_rel))))
+    except (OSError, ValueError):
+        return None
+    config = info.get("config") if isinstance(info, dict) else None
+    source = config.get("input_path") if isinstance(config, dict) else None
+    prefix = info.get("prefix")
+    if not isinstance(source, str):
+        return None
+    if isinstance(prefix, str) and source.startswith(prefix.rstrip("/") + "/"):
+        return root.join(source[len(prefix.rstrip("/")) + 1 :])
+    return source if root.fs.exists(source) else None
+
+
+def _find_texts(fs, folder: str, wanted: set[str]) -> tuple[dict[str, dict], bool]:
+    """id -> document for the wanted ids, from the shards in `folder`; and whether the byte limit cut it short."""
+    found: dict[str, dict] = {}
+    budget = SCAN_LIMIT
+    try:
+        shards = sorted(e for e in fs.ls(folder, detail=False) if e.endswith(DOC_SUFFIXES))
+    except FileNotFoundError:
+        return found, False
+    for shard in shards:
+        if len(found) == len(wanted) or budget <= 0:
+            break
+        stream, raw = _open_stream(fs, shard, compression_of(shard))
+        try:
+            reader = _Lines(stream)
+            while budget > 0 and len(found) < len(wanted):
+                line = reader.readline(MAX_LINE)
+                if not line:
+                    break
+                budget -= len(line)
+                if not any(w.encode() in line for w in wanted if w not in found):
+                    continue
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict) and str(doc.get("id")) in wanted:
+                    found[str(doc["id"])] = doc
+        finally:
+            stream.close()
+            if raw is not stream:
+                raw.close()
+    return found, budget <= 0
+
+
+def _text_of(doc: dict | None) -> str | None:
+    if not isinstance(doc, dict):
+        return None
+    return next((doc[k] for k in TEXT_FIELDS if isinstance(doc.get(k), str)), None)
+
+
+def _doc_box(root: int, step_rel: str, doc_id: str | None, doc: dict | None, role: str, extra: str = "") -> str:
+    if doc_id is None:
+        return f'<div class="doc {role}">{note("no id recorded")}</div>'
+    link = f"/dups/{root}/{step_rel}?{urlencode({'id': doc_id})}"
+    text = _text_of(doc)
+    body = f'<pre class="doc-text">{esc(text[:4000])}</pre>' if text is not None else note("not found in the input")
+    return (
+        f'<div class="doc {role}" id="doc-{esc(doc_id)}"><div class="doc-head"><span class="role">{esc(role)}</span> '
+        f'<a href="{esc(link)}"><code>{esc(doc_id)}</code></a>{extra}</div>{body}</div>'
+    )
+
+
+def _removed_lines(fs, path: str, offset: int, n: int, match=None) -> tuple[list[dict], int, bool]:
+    lines, nxt, at_end = previews.read_jsonl_page(fs, path, offset, n if match is None else 1 << 30)
+    entries = [obj for _, obj, err in lines if err is None and isinstance(obj, dict)]
+    if match is not None:
+        entries = [e for e in entries if match(e)]
+    return entries, nxt, at_end
+
+
+def duplicates_page(roots, index: int, rel: str, offset: int = 0, n: int = 20, doc_id: str | None = None) -> str:
+    root, rel, full = roots.resolve(index, rel)
+    crumbs = [("experiments", "/"), (rel, url_step(index, rel)), ("duplicates", None)]
+    removed_path = posixpath.join(full, REMOVED_FILE)
+    if not root.fs.exists(removed_path):
+        body = error_box(f"{rel}: no {REMOVED_FILE} (not a finished dedup step?)")
+        return page("duplicates", body, crumbs)
+    if doc_id is not None:
+        entries, nxt, at_end = _removed_lines(
+            root.fs, removed_path, 0, 0, match=lambda e: str(e.get("id")) == doc_id or e.get("duplicate_of") == doc_id
+        )
+    else:
+        entries, nxt, at_end = _removed_lines(root.fs, removed_path, offset, n)
+    wanted = {str(e["id"]) for e in entries if e.get("id") is not None}
+    wanted |= {str(e["duplicate_of"]) for e in entries if e.get("duplicate_of") is not None}
+    if doc_id is not None:
+        wanted.add(doc_id)
+    folder = _input_folder(root, rel)
+    docs, cut = _find_texts(root.fs, folder, wanted) if folder else ({}, False)
+    out = []
+    if folder is None:
+        out.append(error_box(f"{rel}: the step's input folder is not under this root; texts cannot be shown"))
+    if cut:
+        out.append(note(f"stopped after reading {SCAN_LIMIT >> 20} MiB of the input; some texts are not shown"))
+    if doc_id is not None:
+        removed_as = next((e for e in entries if str(e.get("id")) == doc_id), None)
+        copies = [e for e in entries if e.get("duplicate_of") == doc_id]
+        if removed_as is not None:
+            keeper = str(removed_as.get("duplicate_of"))
+            why = f" ({esc(removed_as.get('reason'))})"
+            removed_box = _doc_box(index, rel, doc_id, docs.get(doc_id), "removed", why)
+            out.append(f'<div class="pair">{removed_box}{_doc_box(index, rel, keeper, docs.get(keeper), "kept")}</div>')
+        else:
+            listing = ", ".join(
+                f'<a href="/dups/{index}/{esc(rel)}?{esc(urlencode({"id": str(e.get("id"))}))}"><code>{esc(e.get("id"))}</code></a>'
+                for e in copies
+            )
+            extra = f" · {len(copies)} removed as its duplicates: {listing}" if copies else " · no duplicates removed"
+            out.append(_doc_box(index, rel, doc_id, docs.get(doc_id), "kept", extra))
+            for e in copies:
+                copy_id = str(e.get("id"))
+                box = _doc_box(index, rel, copy_id, docs.get(copy_id), "removed", f" ({esc(e.get('reason'))})")
+                out.append(f'<div class="pair">{box}</div>')
+        title = f"document {doc_id}"
+    else:
+        for e in entries:
+            removed_id = str(e.get("id")) if e.get("id") is not None else None
+            keeper = str(e.get("duplicate_of")) if e.get("duplicate_of") is not None else None
+            out.append(
+                '<div class="pair">'
+                + _doc_box(index, rel, removed_id, docs.get(removed_id or ""), "removed", f" ({esc(e.get('reason'))})")
+                + _doc_box(index, rel, keeper, docs.get(keeper or ""), "kept")
+                + "</div>"
+            )
+        if not at_end:
+            out.append(
+                f'<div class="pager"><a class="btn next" href="/dups/{index}/{esc(rel)}?offset={nxt}">next page ▶</a></div>'
+            )
+        title = "duplicates"
+    head = (
+        f'<div class="head"><h1>{esc(title)}</h1><div class="muted">removed documents of <code>{esc(rel)}</code> '
+        f'beside the documents they duplicate · <a href="{esc(url_file(index, posixpath.join(rel, REMOVED_FILE)))}">'
+        f"{REMOVED_FILE}</a></div></div>"
+    )
+    return page(title, head + "".join(out), crumbs)

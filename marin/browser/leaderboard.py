@@ -1,0 +1,112 @@
+"""The leaderboard: every evaluated run under the roots, ranked by its result against what it cost.
+
+Marin's speedrun leaderboard plots bits-per-byte against training FLOPs; a run is worth looking at when no
+cheaper run did better, so the page draws the Pareto frontier (the runs that no run with less or equal
+compute beats) and marks its rows. The x axis can be FLOPs, tokens or parameters and the metric bpb or
+loss, chosen in the query (`?x=tokens&metric=macro_loss`). Each row and each point links to the
+experiment page of the run's newest record; harness task scores, when an evaluation has them, get a
+column each.
+"""
+
+from __future__ import annotations
+
+import time
+
+from marin.browser.charts import Chart, fmt_value, pareto_front
+from marin.browser.html import error_box, esc, fmt_num, fmt_time, note, page, table, url_exp, url_step
+from marin.browser.results import METRICS, X_AXES, collect_results
+
+
+def _choice(value: str | None, options: dict[str, str], default: str, what: str, errors: list[str]) -> str:
+    if value is None or value == "":
+        return default
+    if value not in options:
+        errors.append(f"unknown {what} {value!r}: one of {', '.join(options)}")
+        return default
+    return value
+
+
+def _chooser(name: str, options: dict[str, str], chosen: str) -> str:
+    opts = "".join(
+        f'<option value="{esc(k)}"{" selected" if k == chosen else ""}>{esc(v)}</option>' for k, v in options.items()
+    )
+    return f'<label class="muted">{esc(name)} <select name="{esc(name)}">{opts}</select></label>'
+
+
+def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> str:
+    t0 = time.perf_counter()
+    errors: list[str] = []
+    x = _choice(x, X_AXES, "flops", "x", errors)
+    metric = _choice(metric, METRICS, "macro_bpb", "metric", errors)
+    results, read_errors = collect_results(roots)
+    errors += read_errors
+    ranked = [r for r in results if r.metrics.get(metric) is not None]
+    ranked.sort(key=lambda r: (r.metrics[metric], r.x(x) or 0.0, r.experiment.name))
+    placed = [r for r in ranked if r.x(x) is not None and r.x(x) > 0]
+    front = {id(placed[i]) for i in pareto_front([(r.x(x), r.metrics[metric]) for r in placed])}
+    tasks = sorted({t for r in ranked for t in r.tasks})
+
+    chart = Chart(x_label=X_AXES[x], y_label=METRICS[metric], log_x=True, css_class="plot leaderboard-plot")
+    others = [r for r in placed if id(r) not in front]
+    best = sorted((r for r in placed if id(r) in front), key=lambda r: r.x(x))
+    for name, group, css in (("runs", others, "run"), ("Pareto frontier", best, "frontier")):
+        chart.points(
+            name,
+            [(r.x(x), r.metrics[metric]) for r in group],
+            hrefs=[url_exp(r.experiment.root_index, r.experiment.rel) for r in group],
+            titles=[f"{r.experiment.name} · {r.step.name} @ {fmt_value(r.x(x))}" for r in group],
+            css=css,
+            color="#94a3b8" if css == "run" else "#dc2626",
+        )
+    if len(best) > 1:
+        stairs = []
+        for i, r in enumerate(best):
+            stairs.append((r.x(x), r.metrics[metric]))
+            if i + 1 < len(best):
+                stairs.append((best[i + 1].x(x), r.metrics[metric]))
+        chart.line("frontier", stairs, dashed=True, css="frontier-line", color="#dc2626")
+
+    rows = []
+    for rank, r in enumerate(ranked, 1):
+        exp = r.experiment
+        on_front = id(r) in front
+        created = (exp.record or {}).get("created") or ""
+        rows.append(
+            [
+                (str(rank), rank),
+                ('<span class="frontier" title="on the Pareto frontier">★</span>' if on_front else "", int(on_front)),
+                (
+                    f'<a class="exp-link" href="{esc(url_exp(exp.root_index, exp.rel))}">{esc(exp.name)}</a>',
+                    exp.name,
+                ),
+                (
+                    f'<a href="{esc(url_step(exp.root_index, r.step.rel, exp=exp.rel))}">{esc(r.step.name)}</a>',
+                    r.step.name,
+                ),
+                (f"{r.metrics[metric]:.4f}", r.metrics[metric]),
+                (fmt_value(r.flops) if r.flops else "—", r.flops or 0),
+                (fmt_value(r.tokens) if r.tokens else "—", r.tokens or 0),
+                (fmt_value(r.parameters) if r.parameters else "—", r.parameters or 0),
+                *[(fmt_num(r.tasks[t]) if t in r.tasks else "—", r.tasks.get(t, -1)) for t in tasks],
+                (fmt_time(created), created if isinstance(created, str) else ""),
+            ]
+        )
+    headers = ["#", "", "experiment", "evaluation", METRICS[metric], "FLOPs", "tokens", "parameters", *tasks, "created"]
+    form = (
+        '<form class="toolbar" method="get" action="/leaderboard">'
+        + _chooser("x", X_AXES, x)
+        + _chooser("metric", METRICS, metric)
+        + '<button type="submit">show</button>'
+        + '<input type="search" class="search" data-table="board" placeholder="Filter runs…">'
+        + '<span class="muted count" data-count-for="board"></span></form>'
+    )
+    body = (
+        f'<div class="head"><h1>Leaderboard</h1><div class="muted">{len(ranked)} evaluated runs, ranked by '
+        f"{esc(METRICS[metric])}; ★ on the Pareto frontier of {esc(X_AXES[x])}</div></div>"
+        + "".join(error_box(e) for e in errors[:20])
+        + form
+        + (chart.render() if placed else note("no evaluated run has a positive " + X_AXES[x]))
+        + (table(headers, rows, cls="data board", tid="board") if rows else note("no evaluation results yet"))
+        + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
+    )
+    return page("Leaderboard", body, [("experiments", "/"), ("leaderboard", None)])
