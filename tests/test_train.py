@@ -74,6 +74,9 @@ def test_run_leaves_checkpoints_hf_export_metrics_and_offline_wandb_in_its_folde
     assert lines[-1]["loss"] < lines[0]["loss"]
     assert "eval_loss" in lines[0] and "eval_bpb" in lines[-1]
     assert list((run / "wandb").rglob("offline-run-*")), "the offline W&B run folder lives in the step output"
+    assert list((run / "wandb").rglob("run-*.wandb")), "W&B's run log is copied in, so `wandb sync` works on it"
+    links = [str(p) for p in (run / "wandb").rglob("*") if p.is_symlink()]
+    assert not links, f"W&B's links (rewritten while other steps run) stay out of the step output: {links}"
     params = read_params(final_checkpoint(run), LlamaModelConfig(**info["model"]), Path(info["tokenizer"]))
     assert sum(a.size for a in params.values()) == info["parameter_count"]
 

@@ -152,6 +152,9 @@ def _read_documents(path: str, tokenizer, max_documents: int | None):
 
 def evaluate(config: EvalConfig) -> dict:
     """Score the checkpoint on every set; write `results.json` and `results.parquet`; return the results."""
+    from marin.training.levanter_process import prepare_levanter_process
+
+    prepare_levanter_process()
     for name, path in config.datasets.items():
         cache = posixpath.join(path, config.split)
         if not exists(posixpath.join(cache, "shard_ledger.json")):

@@ -113,9 +113,15 @@ def canonical_accelerator(name: str) -> str:
     return known.get(name.upper(), name)
 
 
+STORAGE_ENDPOINT_VARS = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "TENSORSTORE_GCS_HTTP_URL")
+"""Where the driver's gs:// and s3:// live (an emulator, MinIO): its prefix means nothing elsewhere, so its
+steps use the same endpoints. Credentials are not forwarded: each node has its own."""
+
+
 def forwarded_env() -> dict[str, str]:
-    """The driver's MARIN_* settings (lease timing, prefix), which apply to its steps wherever they run."""
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MARIN_")}
+    """The driver's MARIN_* settings (lease timing, prefix) and storage endpoints, which apply to its steps
+    wherever they run."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MARIN_") or k in STORAGE_ENDPOINT_VARS}
 
 
 def _share_import_path_with_local_workers() -> None:

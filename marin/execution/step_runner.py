@@ -61,6 +61,7 @@ from marin.execution.status import (
     status_path,
     write_status,
 )
+from marin.execution.step_context import step_resources
 from marin.storage import (
     compute_manifest,
     delete_if_unchanged,
@@ -287,7 +288,7 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
-        with _log_sink(task, log_path, lease):
+        with _log_sink(task, log_path, lease), step_resources(task.info.get("resources")):
             logger.info(
                 "step %s: attempt %d%s, output %s%s",
                 task.name,

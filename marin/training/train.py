@@ -7,14 +7,16 @@ itself, so marin trains exactly as Levanter does. What it adds is the layout of 
     <output>/checkpoints/step-<N>/   Levanter checkpoints (a run killed and rerun resumes from the latest)
     <output>/hf/step-<N>/            the final model as a Hugging Face checkpoint
     <output>/metrics.jsonl           step, loss, lr, tokens, throughput (see marin.training.metrics)
-    <output>/wandb/                  the W&B run folder (offline unless the config says online)
+    <output>/wandb/                  the W&B run folder (offline unless the config says online), copied there
+                                     at each checkpoint and at the end (see marin.training.wandb_sync)
     <output>/train_info.json         what was trained: model, data, parameter count, tokens, final checkpoint
     <output>/phase.json              for a phase started from a previous run: that run and its checkpoint
 
 A phase (`initialize_from=<previous train output>`) starts from the previous run's final parameters, loaded
 from its HF export, with a fresh optimizer, step counter and data order, so that its mixture, schedule and
 length can all change. Levanter never starts a Ray cluster here, and no accelerator is required unless the
-config asks for one.
+step's resources (`ResourceConfig(gpu=...)`, `tpu=...`) or the config ask for one: then the step fails
+before reading any data when jax sees none (marin.training.accelerator).
 """
 
 from __future__ import annotations
@@ -25,17 +27,20 @@ import json
 import logging
 import os
 import posixpath
-import shutil
 import tempfile
 import threading
 import time
 from datetime import timedelta
 
+from marin.execution.step_context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training import mixture
+from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
+from marin.training.levanter_process import prepare_levanter_process
 from marin.training.model_io import export_hf, levanter_llama
+from marin.training.wandb_sync import WandbSync, live_wandb_dir
 
 logger = logging.getLogger(__name__)
 
@@ -303,8 +308,7 @@ def _stop_wandb(wandb_dir: str) -> None:
     the settings, WANDB_DIR included, of its first run, so the next training of the process would write
     its run into this output. `wandb.teardown()` stops the service and waits for it (it would also finish
     any other W&B run the process has open: trainings take turns, so none of theirs is); what is left is
-    to close the leftover handlers and to replace each link that leads out of the folder by a copy of the
-    file it names.
+    to close the leftover handlers. (`wandb_dir` is W&B's live folder, outside the step: see wandb_sync.)
     """
     import wandb
 
@@ -317,14 +321,6 @@ def _stop_wandb(wandb_dir: str) -> None:
         if isinstance(handler, logging.FileHandler) and _is_under(handler.baseFilename, wandb_dir):
             wandb_logger.removeHandler(handler)
             handler.close()
-    for dirpath, dirnames, filenames in os.walk(wandb_dir):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path) and not _is_under(os.path.realpath(path), wandb_dir):
-                target = os.path.realpath(path)
-                os.unlink(path)
-                if os.path.isfile(target):
-                    shutil.copyfile(target, path)
 
 
 def _is_under(path: str, folder: str) -> bool:
@@ -333,6 +329,10 @@ def _is_under(path: str, folder: str) -> bool:
 
 def train(config: TrainConfig) -> None:
     """Train (or resume training) the model of `config`, writing into `config.output_path`."""
+    check_accelerator(
+        f"train step {run_id_of(config.output_path)}", running_step_resources(), config.require_accelerator
+    )
+    prepare_levanter_process()
     parent = check_inputs(config)
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
@@ -365,10 +365,6 @@ def train(config: TrainConfig) -> None:
     )
     run_id = run_id_of(out)
     env = {"WANDB_SILENT": "true"}
-    if config.wandb_mode != "disabled":
-        wandb_dir = posixpath.join(plain, "wandb") if fs.protocol in ("file", ("file", "local")) else tempfile.mkdtemp()
-        os.makedirs(wandb_dir, exist_ok=True)
-        env["WANDB_DIR"] = wandb_dir
     last = config.num_train_steps - 1
     if resumed and resumed[-1][0] >= last:
         logger.info("%s already holds the final checkpoint (step %d): not training again", out, resumed[-1][0])
@@ -379,14 +375,19 @@ def train(config: TrainConfig) -> None:
             logger.info("another training runs in this process: %s waits for it", run_id)
         from marin.evaluation.harness_hook import harness_during_training
 
+        wandb_sync = None
+        if config.wandb_mode != "disabled":
+            env["WANDB_DIR"] = live_wandb_dir()
+            wandb_sync = WandbSync(env["WANDB_DIR"], posixpath.join(out, "wandb"), out).start()
         with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
             try:
                 lev_config = levanter_config(config, tokenizer, parent, run_id)
                 with harness_during_training(config, lev_config) as run_config:
                     train_lm.main(run_config)
             finally:
-                if config.wandb_mode != "disabled":
+                if wandb_sync is not None:
                     _stop_wandb(env["WANDB_DIR"])
+                    wandb_sync.close()
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
     if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):

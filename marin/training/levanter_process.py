@@ -1,0 +1,74 @@
+"""Making Levanter safe for a process that several steps share, before a train or evaluate step uses it.
+
+The local backend runs steps as threads of one process, and a Ray worker may run one step after another.
+Two things Levanter does are process-wide:
+
+- `load_tokenizer` (and its HF checkpoint loaders) swap transformers' `hf_hub_download` for an fsspec one
+  for the duration of the call and put the original back after. Two steps doing that at once undo each
+  other's swap, and one of them then fails to read a gs:// or s3:// tokenizer ("Can't load tokenizer for
+  's3://...'"). And that fsspec download writes each remote file, in place, where the shared Hugging Face
+  cache would keep it (`~/.cache/huggingface/hub/models--gs:----bucket--...`), so a step reading the
+  file while another step rewrites it gets a truncated JSON ("EOF while parsing a value",
+  JSONDecodeError), whether the other step is a thread of this process or another process (Ray
+  workers). Here the swap and the download become a critical section for the machine: a re-entrant
+  lock for the threads of the process, and, around the outermost call, an exclusive `flock` on a file
+  in the temporary folder for the processes.
+- tensorstore's kvstore specs, built by jax, must reach marin's S3 and GCS endpoints
+  (see marin.training.tensorstore_endpoints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+
+from marin.training.tensorstore_endpoints import use_storage_endpoints
+
+_HF_DOWNLOAD_SWAP = threading.RLock()
+_depth = 0
+"""How deep the current holder of _HF_DOWNLOAD_SWAP is in nested calls (the machine lock is taken once)."""
+_installed = threading.Lock()
+_done = False
+MACHINE_LOCK = os.path.join(tempfile.gettempdir(), f"marin-hf-download-{os.getuid()}.lock")
+
+
+@contextlib.contextmanager
+def _machine_lock():
+    import fcntl
+
+    with open(MACHINE_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def prepare_levanter_process() -> None:
+    """Idempotent: installs what is described above."""
+    global _done
+    use_storage_endpoints()
+    with _installed:
+        if _done:
+            return
+        from levanter.compat import hf_checkpoints
+
+        original = hf_checkpoints._patch_hf_hub_download
+
+        @contextlib.contextmanager
+        def _patch_hf_hub_download(*args, **kwargs):
+            global _depth
+            with _HF_DOWNLOAD_SWAP:
+                outermost = _depth == 0
+                _depth += 1
+                try:
+                    with _machine_lock() if outermost else contextlib.nullcontext():
+                        with original(*args, **kwargs) as download:
+                            yield download
+                finally:
+                    _depth -= 1
+
+        hf_checkpoints._patch_hf_hub_download = _patch_hf_hub_download
+        _done = True
