@@ -121,12 +121,13 @@ def document(spec: PlantedCorpus, shard: int, index: int) -> tuple[dict, dict | 
 
 def write_shard(spec: PlantedCorpus, root: str, shard: int) -> list[dict]:
     """Writes `root/part-<shard>.jsonl.gz`; returns the truth of its planted copies (with Jaccard)."""
+    from marin.processing.documents import DocumentStream
     from marin.processing.minhash import MinHashConfig, MinHasher
-    from marin.processing.streaming import DocumentStream, open_output
+    from marin.storage import open_write
 
     hasher = MinHasher(MinHashConfig())
     truths = []
-    with open_output(os.path.join(root, f"part-{shard:05d}.jsonl.gz")) as raw:
+    with open_write(os.path.join(root, f"part-{shard:05d}.jsonl.gz")) as raw:
         stream = DocumentStream(raw)
         for index in range(spec.docs_per_shard):
             doc, truth = document(spec, shard, index)

@@ -36,10 +36,9 @@ from typing import TYPE_CHECKING
 import fsspec
 import numpy as np
 
-from marin.processing.documents import ReadReport, read_documents, shard_name
+from marin.processing.documents import DocumentStream, ReadReport, read_documents, shard_name
 from marin.processing.minhash import MinHashConfig, MinHasher
-from marin.processing.streaming import DocumentStream, open_output, read_range
-from marin.storage import join, read_bytes, write_bytes
+from marin.storage import join, open_write, read_bytes, read_range, write_bytes
 
 if TYPE_CHECKING:
     from marin.processing.dedup import DedupConfig
@@ -172,7 +171,7 @@ def scan_shard(config: DedupConfig, task: ScanTask) -> dict:
     shard, path, partitions = task.index, task.path, task.partitions
     report = ReadReport()
     scan = _Scan(config, shard)
-    with open_output(work(config, "scan", f"{shard:05d}.ids")) as ids:
+    with open_write(work(config, "scan", f"{shard:05d}.ids")) as ids:
         for index, doc in enumerate(read_documents(path, skip_bad=config.skip_bad_documents, report=report)):
             ids.write(json.dumps(doc["id"], ensure_ascii=False).encode("utf-8") + b"\n")
             scan.add((shard << 32) | index, doc["text"])
@@ -300,7 +299,7 @@ def resolve(config: DedupConfig, task: ResolveTask) -> dict:
     for shard in range(task.shards):
         mine = removed["node"][shard_of == shard] & np.uint64(0xFFFFFFFF)
         write_bytes(work(config, "decisions", f"{shard:05d}.bin"), mine.astype("<u4").tobytes())
-    with open_output(join(config.output_path, "removed_ids.jsonl")) as out:
+    with open_write(join(config.output_path, "removed_ids.jsonl")) as out:
         for node, ref, is_fuzzy in zip(
             removed["node"].tolist(), removed["ref"].tolist(), removed["fuzzy"].tolist(), strict=True
         ):
@@ -323,7 +322,7 @@ def filter_shard(config: DedupConfig, task: ScanTask) -> dict:
     shard, path = task.index, task.path
     removed = np.frombuffer(read_bytes(work(config, "decisions", f"{shard:05d}.bin")) or b"", dtype="<u4")
     drop = set(removed.tolist())
-    with open_output(join(config.output_path, shard_name(shard))) as raw:
+    with open_write(join(config.output_path, shard_name(shard))) as raw:
         stream = DocumentStream(raw)
         documents = 0
         for index, doc in enumerate(read_documents(path, skip_bad=config.skip_bad_documents)):

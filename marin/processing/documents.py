@@ -150,3 +150,23 @@ def read_json_many(paths: list[str]) -> list:
             raise FileNotFoundError(f"{path} is missing")
         out.append(json.loads(raw))
     return out
+
+
+class DocumentStream:
+    """Documents appended to an open binary file as gzipped JSON lines, byte-identical to `encode_documents`.
+
+    For outputs too large to build in memory: `with open_write(path) as raw: stream = DocumentStream(raw)`.
+    """
+
+    def __init__(self, raw):
+        self._gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+        self.count = 0
+
+    def write(self, doc: dict) -> None:
+        ordered = {k: doc[k] for k in DOC_KEYS if k in doc}
+        ordered.update({k: v for k, v in doc.items() if k not in ordered})
+        self._gz.write(json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        self.count += 1
+
+    def close(self) -> None:
+        self._gz.close()

@@ -81,6 +81,18 @@ def open_read(path: str, mode: str = "rb") -> IO:
     return stream if mode == "rb" else io.TextIOWrapper(stream, encoding="utf-8")
 
 
+def read_range(path: str, offset: int, size: int) -> bytes:
+    """Exactly `size` bytes of `path` from `offset` (one ranged read on a bucket); OSError when shorter."""
+    if size == 0:
+        return b""
+    with open_read(path) as f:
+        f.seek(offset)
+        data = f.read(size)
+    if len(data) != size:
+        raise OSError(f"{path}: expected {size} bytes at offset {offset}, got {len(data)}")
+    return data
+
+
 def open_write(path: str, mode: str = "wb", part_bytes: int | None = None) -> IO:
     """A stream ('wb' or 'w') whose content appears at `path` only once closed without error.
 
