@@ -11,6 +11,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("WANDB_MODE", "offline")
+# One XLA compilation cache for the session (this process, its subprocesses and Ray workers): dozens of
+# tests train the same tiny models, and compiling them dominates a tiny training on the CPU (measured:
+# a 12-step training test went from 54 s to 23 s with a warm cache). A compiled executable does not change
+# what it computes, so the byte-for-byte tests hold either way. Fresh per session: nothing leaks between runs.
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="marin-test-xla-cache-")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
