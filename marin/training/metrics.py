@@ -172,4 +172,9 @@ class MetricsJsonlConfig(TrackerConfig):
     remote_flush_s: float = 30.0
 
     def init(self, run_id):
+        import jax
+        from levanter.tracker import NoopTracker
+
+        if jax.process_index() != 0:  # one metrics.jsonl per run: host 0 writes it
+            return NoopTracker()
         return MetricsJsonlTracker(self.path, self.remote_flush_s, self.tokens_per_step)

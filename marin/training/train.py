@@ -32,6 +32,7 @@ import time
 from datetime import timedelta
 
 from marin.storage import exists, open_url, url_to_fs, write_text
+from marin.training import distributed
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.model_io import export_hf, levanter_llama
@@ -206,6 +207,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
             append_run_id_to_base_path=False,
         ),
         ray=RayConfig(auto_start_cluster=False),
+        distributed=distributed.levanter_distributed_config(),
         require_accelerator=config.require_accelerator,
     )
     optimizer = AdamConfig(
@@ -323,13 +325,18 @@ def _is_under(path: str, folder: str) -> bool:
 
 
 def train(config: TrainConfig) -> None:
-    """Train (or resume training) the model of `config`, writing into `config.output_path`."""
+    """Train (or resume training) the model of `config`, writing into `config.output_path`.
+
+    In a gang every host runs this; host 0 alone writes what is not written collectively (distributed.py).
+    """
+    distributed.initialize()
+    primary = distributed.is_primary()
     parent = check_inputs(config)
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
     fs, plain = url_to_fs(out)
     fs.makedirs(plain, exist_ok=True)
-    if parent:
+    if parent and primary:
         _write_json(
             posixpath.join(out, "phase.json"),
             {
@@ -339,12 +346,15 @@ def train(config: TrainConfig) -> None:
                 "parent_step": parent["final_step"],
             },
         )
-    _write_train_info(config, tokenizer, parent, None, None)
+    if primary:
+        _write_train_info(config, tokenizer, parent, None, None)
     from marin.storage import write_volatile_list
 
-    write_volatile_list(out, VOLATILE)
-    for incomplete in discard_incomplete_checkpoints(out):
+    if primary:
+        write_volatile_list(out, VOLATILE)
+    for incomplete in discard_incomplete_checkpoints(out) if primary else []:
         logger.warning("discarded the incomplete checkpoint %s left by an interrupted run", incomplete)
+    distributed.barrier("train-prepared")
     resumed = list_checkpoints(out)
     logger.info(
         "training %s: %d steps of %d tokens%s -> %s",
@@ -357,7 +367,8 @@ def train(config: TrainConfig) -> None:
     run_id = run_id_of(out)
     env = {"WANDB_SILENT": "true"}
     if config.wandb_mode != "disabled":
-        wandb_dir = posixpath.join(plain, "wandb") if fs.protocol in ("file", ("file", "local")) else tempfile.mkdtemp()
+        local = fs.protocol in ("file", ("file", "local"))
+        wandb_dir = posixpath.join(plain, "wandb") if local and primary else tempfile.mkdtemp()
         os.makedirs(wandb_dir, exist_ok=True)
         env["WANDB_DIR"] = wandb_dir
     last = config.num_train_steps - 1
@@ -375,6 +386,8 @@ def train(config: TrainConfig) -> None:
                 if config.wandb_mode != "disabled":
                     _stop_wandb(env["WANDB_DIR"])
     final_checkpoint = _wait_for_checkpoint(out, last)
+    if not primary:
+        return
     hf_path = posixpath.join(out, "hf", f"step-{last}")
     if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):
         export_hf(final_checkpoint, config.model, tokenizer, hf_path)
