@@ -35,12 +35,17 @@ def gang_config(output_path=THIS_OUTPUT_PATH, data: str = "", **overrides):
     return tiny_train_config(output_path, {"plays_a": data}, **fields)
 
 
-def gang_step(data: str, **overrides) -> ExecutorStep:
+def gang_step(data: str, compile_cache: str | None = None, **overrides) -> ExecutorStep:
+    """The gang's train step; `compile_cache`: a jax compilation cache the hosts share (a restart then skips
+    compiling: the same programs, so the same bytes)."""
+    env = dict(FORCED_DEVICES)
+    if compile_cache:
+        env.update(JAX_COMPILATION_CACHE_DIR=compile_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     return ExecutorStep(
         "train/gang",
         train,
         gang_config(data=data, **overrides),
-        resources=ResourceConfig(hosts=HOSTS, cpu=1, env=FORCED_DEVICES),
+        resources=ResourceConfig(hosts=HOSTS, cpu=1, env=env),
     )
 
 

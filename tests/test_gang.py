@@ -82,7 +82,7 @@ def gang(tmp_path_factory, gcs_emulator):
 def gang_run(gang):
     """One uninterrupted gang run on a local prefix: (output folder, the hosts' node ids)."""
     cluster, data, root = gang
-    step = gang_step(data)
+    step = gang_step(data, compile_cache=str(root / "jax-cache"))
     result = Executor(str(root / "lab"), backend="ray", ray_address=cluster.address, experiment_name="gang").run([step])
     return Path(result[step]), cluster
 
@@ -132,9 +132,9 @@ def test_a_two_host_gang_trains_as_one_step_within_tolerance_of_one_process(gang
 
 def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_bytes(gang_run, gang):
     reference, cluster = gang_run
-    _, data, _ = gang
+    _, data, root = gang
     prefix = f"gs://marin-test/gang-{uuid.uuid4().hex[:8]}"
-    step = gang_step(data)
+    step = gang_step(data, compile_cache=str(root / "jax-cache"))
     executor = Executor(prefix, backend="ray", ray_address=cluster.address, experiment_name="gang")
     (out,) = executor.plan([step]).values()
     killed: dict = {}
@@ -153,8 +153,11 @@ def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_byte
 
     watcher = threading.Thread(target=kill_host_1_after_a_checkpoint, daemon=True)
     watcher.start()
-    executor.run([step])
-    watcher.join(timeout=5)
+    try:
+        executor.run([step])
+    finally:
+        watcher.join(timeout=5)
+        print(f"killed: {killed}\n{_logs(out)}")
     assert "at" in killed, "the run finished before a host could be killed"
     from marin.storage import read_bytes
 
@@ -176,3 +179,16 @@ def _alive_host(i: int):
 
     (actor,) = [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if (a.name or "").endswith(f"-host{i}")]
     return actor
+
+
+def _logs(out: str) -> str:
+    """Every log of the step (the runner's and each host's), for a failure's report."""
+    from marin.storage import url_to_fs
+
+    clear_storage_caches()
+    fs, plain = url_to_fs(f"{out}/.executor_logs")
+    texts = []
+    for path in sorted(fs.find(plain)):
+        lines = [line for line in fs.cat_file(path).decode().splitlines() if "array_serialization" not in line]
+        texts.append(f"===== {path.rsplit('/', 1)[-1]}\n" + "\n".join(lines[-60:]))
+    return "\n".join(texts)

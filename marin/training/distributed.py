@@ -75,7 +75,14 @@ def initialize() -> GangMember | None:
 
 
 def is_primary() -> bool:
-    """True outside a gang and on host 0: the process that writes what is not written collectively."""
+    """True outside a gang and on host 0: the process that writes what is not written collectively.
+
+    With jax's own cluster detection (TPU slices) host 0 is jax's process 0, whatever marin numbered it."""
+    member = gang_member()
+    if member is not None and member.autodetect:
+        import jax
+
+        return jax.process_index() == 0
     return is_primary_host()
 
 
