@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python benchmarks/gang_preemption.py [--kill-after 8] [--workdir DIR]
 
 Starts the GCS emulator and a 2-node Ray cluster on 127.0.0.1 (as tests/test_gang.py does), then trains
-the gang step of tests/gang_steps.py (2 hosts x 2 forced CPU devices, 24 steps, a checkpoint every 4)
+the gang step of tests/gang_steps.py (2 hosts x 2 forced CPU devices, 40 steps, a checkpoint every 4)
 twice into gs:// prefixes: once uninterrupted, once with host 1's process killed -9 as soon as the
 checkpoint of step `--kill-after` is complete. Prints, for the killed run:
 
@@ -11,7 +11,8 @@ checkpoint of step `--kill-after` is complete. Prints, for the killed run:
   trained again), and the wall time since that checkpoint was written;
 - time to resume: from the kill to the runner noticing the death, to the new gang's hosts being ready,
   and to the first step of the new gang in metrics.jsonl (restore, compile, one step);
-- whether the final checkpoint is byte-identical to the uninterrupted run's, and both runs' wall times.
+- whether every reproducible file (checkpoints, HF export) is byte-identical to the uninterrupted run's,
+  and both runs' wall times.
 
 metrics.jsonl is flushed to the bucket at every step here (MARIN_METRICS_FLUSH_S=0) so that the step
 reached at the kill can be read; the hosts share a jax compilation cache (as the test does).
@@ -39,23 +40,11 @@ from marin.execution import Executor  # noqa: E402
 from marin.storage import read_bytes  # noqa: E402
 from marin.training.checkpoints import list_checkpoints  # noqa: E402
 from tests.emulators import clear_storage_caches, start_gcs  # noqa: E402
-from tests.gang_steps import STEPS, checkpoint_files, gang_step  # noqa: E402
+from tests.gang_steps import gang_step, metric_steps, reproducible_files  # noqa: E402
 from tests.ray_nodes import LocalRayCluster  # noqa: E402
 from tests.training_fixtures import corpus  # noqa: E402
 
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})")
-
-
-def metric_steps(out: str) -> list[int]:
-    data = read_bytes(f"{out}/metrics.jsonl") or read_bytes(_attempt_file(out, "metrics.jsonl")) or b""
-    return [json.loads(line)["step"] for line in data.decode().splitlines() if line.strip()]
-
-
-def _attempt_file(out: str, name: str) -> str:
-    from marin.storage.staging import attempts, staging_path
-
-    names = attempts(out)
-    return f"{staging_path(out, names[-1])}/{name}" if names else f"{out}/{name}"
 
 
 def log_time(log: str, marker: str) -> float | None:
@@ -141,8 +130,7 @@ def main() -> None:
         resumed_from = int(re.search(r"resuming from \S+/checkpoints/step-(\d+)", host0).group(1))
         reached = max(killed["steps_at_kill"], default=-1)
         t_kill = killed["killed"]
-        final = f"checkpoints/step-{STEPS - 1}"
-        same = checkpoint_files(f"{out}/{final}") == checkpoint_files(f"{plain['out']}/{final}")
+        same = reproducible_files(out) == reproducible_files(plain["out"])
         print(f"preempted gang run: {killed['wall_s']:.1f} s (host 1 killed after checkpoint {args.kill_after})")
         print(f"  complete checkpoints at the kill: {killed['complete_at_kill']}; resumed from step {resumed_from}")
         print(
@@ -154,7 +142,7 @@ def main() -> None:
             f"  time to resume: death noticed {died - t_kill:.1f} s after the kill, new gang ready "
             f"{ready - t_kill:.1f} s, first new step in metrics.jsonl {killed['resumed'] - t_kill:.1f} s"
         )
-        print(f"  final checkpoint byte-identical to the uninterrupted run's: {same}")
+        print(f"  checkpoints and HF export byte-identical to the uninterrupted run's: {same}")
     finally:
         ray.shutdown()
         cluster.stop()

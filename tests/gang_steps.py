@@ -1,15 +1,13 @@
 """The gang tests' (and the preemption benchmark's) inputs: a tiny train step on 2 hosts of 2 CPU devices.
 
-Also the way they read a checkpoint: by its tensors (tensorstore), since a 4-device run and a 1-device run
-lay their chunks out differently, and by its files' bytes (identical runs on one layout).
+Also the ways they compare runs: a checkpoint by its tensors (tensorstore), since a 4-device run and a
+1-device run lay their chunks out differently, and a finished step by its manifest (identical layouts).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import os
-import posixpath
-import sys
 
 from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, ResourceConfig
 from marin.training.train import train
@@ -18,49 +16,46 @@ from tests.training_fixtures import tiny_train_config
 HOSTS = 2
 DEVICES_PER_HOST = 2
 FORCED_DEVICES = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={DEVICES_PER_HOST}"}
-STEPS = 24
+STEPS = 40
 CHECKPOINT_EVERY = 4
 
 
-def gang_config(output_path=THIS_OUTPUT_PATH, data: str = "", **overrides):
-    """The tutorial family's smallest model, a global batch of 8 sequences, no W&B, no HF export."""
-    fields = dict(
-        num_train_steps=STEPS,
-        checkpoint_every_steps=CHECKPOINT_EVERY,
-        wandb_mode="disabled",
-        hf_export=False,
-        steps_per_eval=0,
-    )
-    fields.update(overrides)
-    return tiny_train_config(output_path, {"plays_a": data}, **fields)
+def gang_step(data: str, compile_cache: str | None = None) -> ExecutorStep:
+    """The reference training of tests/training_fixtures.py (W&B offline, HF export) on a gang of 2 hosts.
 
-
-def gang_step(data: str, compile_cache: str | None = None, **overrides) -> ExecutorStep:
-    """The gang's train step; `compile_cache`: a jax compilation cache the hosts share (a restart then skips
-    compiling: the same programs, so the same bytes)."""
+    `compile_cache`: a jax compilation cache the hosts share (a restart then skips compiling: the same
+    programs, so the same bytes)."""
     env = dict(FORCED_DEVICES)
     if compile_cache:
         env.update(JAX_COMPILATION_CACHE_DIR=compile_cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-    return ExecutorStep(
-        "train/gang",
-        train,
-        gang_config(data=data, **overrides),
-        resources=ResourceConfig(hosts=HOSTS, cpu=1, env=env),
-    )
+    config = tiny_train_config(THIS_OUTPUT_PATH, {"plays_a": data})
+    assert (config.num_train_steps, config.checkpoint_every_steps) == (STEPS, CHECKPOINT_EVERY)
+    return ExecutorStep("train/gang", train, config, resources=ResourceConfig(hosts=HOSTS, cpu=1, env=env))
 
 
-def checkpoint_files(checkpoint: str) -> dict[str, str]:
-    """sha256 of every file of a checkpoint folder (any storage), by relative path, but its metadata.json."""
-    from marin.storage import url_to_fs
+def attempt_file(out: str, name: str) -> str:
+    """`name` in the running attempt's folder of the step at `out` (where a running step writes)."""
+    from marin.storage.staging import attempts, staging_path
 
-    fs, plain = url_to_fs(checkpoint)
-    fs.invalidate_cache()
-    out = {}
-    for path in sorted(fs.find(plain)):
-        rel = posixpath.relpath(path, plain)
-        if rel != "metadata.json":
-            out[rel] = hashlib.sha256(fs.cat_file(path)).hexdigest()
-    return out
+    names = attempts(out)
+    return f"{staging_path(out, names[-1])}/{name}" if names else f"{out}/{name}"
+
+
+def metric_steps(out: str) -> list[int]:
+    """The steps in the running attempt's metrics.jsonl."""
+    from marin.storage import read_bytes
+
+    data = read_bytes(attempt_file(out, "metrics.jsonl")) or b""
+    return [json.loads(line)["step"] for line in data.decode().splitlines() if line.strip()]
+
+
+def reproducible_files(out: str) -> dict[str, str]:
+    """sha256 by path of every file of a finished step's manifest that is not declared volatile."""
+    from marin.storage import read_bytes
+    from marin.storage.layout import MANIFEST_FILE
+
+    manifest = json.loads(read_bytes(f"{out}/{MANIFEST_FILE}"))
+    return {f["path"]: f["sha256"] for f in manifest["files"] if not f.get("volatile")}
 
 
 def checkpoint_tensors(checkpoint: str) -> dict[str, object]:
@@ -73,8 +68,3 @@ def checkpoint_tensors(checkpoint: str) -> dict[str, object]:
             spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": root}}
             arrays[os.path.relpath(root, checkpoint)] = ts.open(spec).result().read().result()
     return arrays
-
-
-if __name__ == "__main__":
-    # python -m tests.gang_steps OUTPUT DATA: the same training as one process (whatever devices it sees)
-    train(gang_config(sys.argv[1], sys.argv[2]))
