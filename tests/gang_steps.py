@@ -68,3 +68,14 @@ def checkpoint_tensors(checkpoint: str) -> dict[str, object]:
             spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": root}}
             arrays[os.path.relpath(root, checkpoint)] = ts.open(spec).result().read().result()
     return arrays
+
+
+def fail_on_host_1(config) -> None:
+    """A gang step whose host 1 raises while host 0 waits, as if in a collective, for ever."""
+    import time
+
+    from marin.gang import gang_member
+
+    if gang_member().host == 1:
+        raise ValueError("a bad shard on host 1")
+    time.sleep(3600)

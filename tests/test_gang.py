@@ -21,11 +21,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from marin.execution import Executor, ExecutorStep, ResourceConfig
+from marin.execution import Executor, ExecutorRunError, ExecutorStep, ResourceConfig
+from marin.execution.resources_check import gang_unsatisfiable_reason
 from marin.storage import read_bytes
 from marin.training.checkpoints import list_checkpoints
 from tests.emulators import clear_storage_caches
-from tests.gang_steps import CHECKPOINT_EVERY, STEPS, checkpoint_tensors, gang_step, metric_steps, reproducible_files
+from tests.gang_steps import (
+    CHECKPOINT_EVERY,
+    STEPS,
+    checkpoint_tensors,
+    fail_on_host_1,
+    gang_step,
+    metric_steps,
+    reproducible_files,
+)
 from tests.ray_nodes import REPO, LocalRayCluster
 from tests.training_fixtures import corpus, reference_run
 
@@ -94,6 +103,32 @@ def test_local_backend_refuses_a_gang_naming_the_step(tmp_path):
         Executor(str(tmp_path), backend="local").run([step])
     with pytest.raises(ValueError, match=r"ResourceConfig.hosts must be an integer ≥ 1, got 0"):
         ResourceConfig(hosts=0)
+
+
+def test_a_gang_no_cluster_could_place_is_refused_before_it_runs():
+    nodes = [{"Alive": True, "Resources": {"CPU": 4.0}}, {"Alive": True, "Resources": {"CPU": 1.0}}]
+    opts = {"num_cpus": 2}
+    assert gang_unsatisfiable_reason(opts, 2, "SPREAD", nodes) is None
+    assert gang_unsatisfiable_reason(opts, 2, "STRICT_PACK", nodes) is None
+    reason = gang_unsatisfiable_reason(opts, 2, "STRICT_SPREAD", nodes)
+    assert reason == "its 2 hosts need 2 nodes (STRICT_SPREAD) with that, but 1 have it"
+    assert "no node has that" in gang_unsatisfiable_reason(opts, 3, "STRICT_PACK", nodes)
+
+
+def test_a_host_that_raises_fails_the_step_and_stops_the_others_without_a_restart(gang, monkeypatch):
+    cluster, _, root = gang
+    monkeypatch.setenv("MARIN_GANG_DEATH_GRACE_S", "1")
+    step = ExecutorStep("fails/gang", fail_on_host_1, None, resources=ResourceConfig(hosts=2, cpu=1))
+    executor = Executor(str(root / "fails"), backend="ray", ray_address=cluster.address, experiment_name="fails")
+    t0 = time.monotonic()
+    with pytest.raises(ExecutorRunError) as caught:
+        executor.run([step])
+    assert time.monotonic() - t0 < 120  # host 0 (asleep for an hour) was stopped
+    (outcome,) = caught.value.outcomes.values()
+    assert "host 1 raised ValueError: a bad shard on host 1" in outcome.error
+    log = (Path(executor.plan([step])[step]) / ".executor_logs" / "001.log").read_text()
+    assert "restart" not in log and "launch 2" not in log
+    assert not _alive_gang_hosts()
 
 
 def test_a_two_host_gang_trains_as_one_step_within_tolerance_of_one_process(gang_run, gang):
@@ -172,10 +207,14 @@ def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_byte
     assert reproducible_files(out) == reproducible_files(str(reference))  # checkpoints and HF export
 
 
-def _alive_host(i: int):
+def _alive_gang_hosts() -> list:
     from ray.util.state import list_actors
 
-    (actor,) = [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if (a.name or "").endswith(f"-host{i}")]
+    return [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if (a.name or "").startswith("marin-gang-")]
+
+
+def _alive_host(i: int):
+    (actor,) = [a for a in _alive_gang_hosts() if a.name.endswith(f"-host{i}")]
     return actor
 
 

@@ -43,7 +43,7 @@ GANG_RESTARTS = RAY_SYSTEM_RETRIES
 """How often a gang is started again after one of its hosts died (a system failure, not the step's fault)."""
 DEATH_GRACE_S = 30.0
 """After a host raised, how long to watch the others for a death (a peer's death makes the survivors'
-collectives raise: that is a restart, not a failure of the step)."""
+collectives raise: that is a restart, not a failure of the step); env `MARIN_GANG_DEATH_GRACE_S`."""
 LOG_MIRROR_S = 5.0
 """How often a host's log is copied to a bucket while it runs."""
 
@@ -250,7 +250,7 @@ def _watch(ray, refs: dict) -> None:
                     raise HostDied(f"host {refs[ref]} died: {type(exc).__name__}: {_first_line(exc)}") from exc
                 if failure is None:
                     failure = (refs[ref], exc)
-                    deadline = time.monotonic() + DEATH_GRACE_S
+                    deadline = time.monotonic() + float(os.environ.get("MARIN_GANG_DEATH_GRACE_S", DEATH_GRACE_S))
         if failure is not None and (not pending or time.monotonic() >= deadline):
             host, exc = failure
             cause = getattr(exc, "cause", None) or exc

@@ -106,9 +106,12 @@ def levanter_distributed_config():
 
 @contextlib.contextmanager
 def host_local_mesh():
-    """A device mesh over this host's devices only, for work one host does alone (host 0's HF export).
+    """A mesh of one of this host's devices, for work one host does alone (host 0's HF export).
 
     Levanter's default mesh spans every host's devices, so arrays on it are not readable by one process.
+    One device and not all of the host's: a computation sharded over several devices of a process that
+    is part of a multi-process runtime hung here in its collectives once the other hosts had returned
+    (jax 0.7.2, CPU/gloo), and on one device there are none. The model must fit that device.
     """
     import haliax
     import jax
@@ -116,6 +119,6 @@ def host_local_mesh():
     from haliax.partitioning import ResourceAxis
     from jax.sharding import Mesh
 
-    devices = np.array(jax.local_devices()).reshape(1, -1, 1)
+    devices = np.array(jax.local_devices()[:1]).reshape(1, 1, 1)
     with haliax.partitioning.set_mesh(Mesh(devices, (ResourceAxis.REPLICA, ResourceAxis.DATA, ResourceAxis.MODEL))):
         yield
