@@ -6,11 +6,12 @@ each told its index, the count and host 0's address (marin.gang). Before anythin
 host's devices, and Levanter's mesh, data loading and checkpoints span them all. Levanter is then told
 not to initialise again.
 
-Who writes what. Levanter writes checkpoints collectively (each host its shards, host 0 the metadata)
-and its W&B tracker is live on host 0 only. Everything else a train step writes once (train_info.json,
-phase.json, the volatile list, metrics.jsonl, the HF export, the discarding of incomplete checkpoints)
-is written by host 0 alone (`is_primary()`), and `barrier()` keeps the other hosts from reading the
-folder before host 0 has set it up.
+Who writes what. Levanter writes checkpoints collectively (each host its shards, host 0 the metadata),
+and the HF export too (host 0 the weights, after every host loaded the model: `host_local_mesh`); its
+W&B tracker is live on host 0 only. Everything else a train step writes once (train_info.json,
+phase.json, the volatile list, metrics.jsonl, the discarding of incomplete checkpoints) is written by
+host 0 alone (`is_primary()`), and `barrier()` keeps the hosts in step where one of them decides or
+writes what the others read.
 
 Timeouts. A host that dies must not leave the others waiting in a collective forever: the executor
 kills the whole gang as soon as Ray reports the death; should the executor's runner die too, jax's own
@@ -106,12 +107,12 @@ def levanter_distributed_config():
 
 @contextlib.contextmanager
 def host_local_mesh():
-    """A mesh of one of this host's devices, for work one host does alone (host 0's HF export).
+    """A mesh of one of this host's devices, for arrays every host holds whole (the HF export).
 
-    Levanter's default mesh spans every host's devices, so arrays on it are not readable by one process.
-    One device and not all of the host's: a computation sharded over several devices of a process that
-    is part of a multi-process runtime hung here in its collectives once the other hosts had returned
-    (jax 0.7.2, CPU/gloo), and on one device there are none. The model must fit that device.
+    Levanter's default mesh spans every host's devices, and its arrays cannot be turned into one host's
+    numpy arrays. The HF export loads the final checkpoint on each host under this mesh (one device: no
+    collective inside; the model must fit it), and every host calls it, because Levanter's writer ends
+    with a barrier of all hosts; host 0 writes the weights, every host the same small config files.
     """
     import haliax
     import jax

@@ -386,11 +386,13 @@ def train(config: TrainConfig) -> None:
                 if config.wandb_mode != "disabled":
                     _stop_wandb(env["WANDB_DIR"])
     final_checkpoint = _wait_for_checkpoint(out, last)
+    hf_path = posixpath.join(out, "hf", f"step-{last}")
+    export = config.hf_export and not exists(posixpath.join(hf_path, "config.json"))
+    distributed.barrier("train-export")  # every host decided before any writes: a gang exports together
+    if export:
+        export_hf(final_checkpoint, config.model, tokenizer, hf_path)
     if not primary:
         return
-    hf_path = posixpath.join(out, "hf", f"step-{last}")
-    if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):
-        export_hf(final_checkpoint, config.model, tokenizer, hf_path)
     _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
 
 
