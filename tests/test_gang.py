@@ -146,7 +146,6 @@ def test_a_two_host_gang_trains_as_one_step_within_tolerance_of_one_process(gang
         assert f"host {i} of 2 joined the gang" in host_log and "4 devices in all, 2 here" in host_log
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [line["step"] for line in lines] == list(range(STEPS))  # written once, by host 0
-    assert len(list((out / "wandb").glob("**/offline-run-*"))) == 1  # one W&B run, host 0's
     info = json.loads((out / "train_info.json").read_text())
     assert info["complete"] and (out / "hf" / f"step-{STEPS - 1}" / "config.json").exists()  # exported by host 0
     assert [s for s, _ in list_checkpoints(str(out))] == list(range(CHECKPOINT_EVERY, STEPS, CHECKPOINT_EVERY)) + [
@@ -154,6 +153,8 @@ def test_a_two_host_gang_trains_as_one_step_within_tolerance_of_one_process(gang
     ]
 
     one = reference_run(root)  # the same config in one process, one device (shared with test_train.py)
+    runs = [len(list((d / "wandb").glob("**/offline-run-*"))) for d in (out, one)]
+    assert runs[0] == runs[1] > 0  # host 0's W&B runs only, as one process makes
     ours, theirs = (checkpoint_tensors(str(d / "checkpoints" / f"step-{STEPS - 1}")) for d in (out, one))
     assert sorted(ours) == sorted(theirs) and any(k.startswith("model/") for k in ours)
     worst = max(float(np.max(np.abs(ours[k] - theirs[k])) / max(float(np.max(np.abs(theirs[k]))), 1e-12)) for k in ours)
