@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="marin-gang-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     os.environ.update(RAY_AUTH_MODE="disabled", MARIN_METRICS_FLUSH_S="0")
     gcs = start_gcs(workdir)
     os.environ.update(gcs.env(), TENSORSTORE_GCS_HTTP_URL=gcs.url, GCE_METADATA_ROOT="127.0.0.1:1")
