@@ -70,7 +70,9 @@ def run(cluster, data: str, prefix: str, cache: str, kill_after: int | None) -> 
                 done = [s for s, _ in list_checkpoints(out)]
                 if done and done[-1] >= kill_after:
                     (host1,) = [
-                        a for a in list_actors(filters=[("state", "=", "ALIVE")]) if (a.name or "").endswith("-host1")
+                        a
+                        for a in list_actors(address=cluster.address, filters=[("state", "=", "ALIVE")])
+                        if (a.name or "").endswith("-host1")
                     ]
                     os.kill(host1.pid, signal.SIGKILL)
                     seen["killed"] = time.time()

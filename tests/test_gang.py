@@ -128,7 +128,7 @@ def test_a_host_that_raises_fails_the_step_and_stops_the_others_without_a_restar
     assert "host 1 raised ValueError: a bad shard on host 1" in outcome.error
     log = (Path(executor.plan([step])[step]) / ".executor_logs" / "001.log").read_text()
     assert "restart" not in log and "launch 2" not in log
-    assert not _alive_gang_hosts()
+    assert not _alive_gang_hosts(cluster.address)
 
 
 def test_a_two_host_gang_trains_as_one_step_within_tolerance_of_one_process(gang_run, gang):
@@ -180,7 +180,7 @@ def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_byte
             clear_storage_caches()
             done = [s for s, _ in list_checkpoints(out)]
             if done and done[-1] >= 2 * CHECKPOINT_EVERY:
-                os.kill(_alive_host(1).pid, signal.SIGKILL)
+                os.kill(_alive_host(cluster.address, 1).pid, signal.SIGKILL)
                 clear_storage_caches()
                 killed.update(complete=[s for s, _ in list_checkpoints(out)], reached=max(metric_steps(out)))
             time.sleep(0.2)
@@ -208,14 +208,15 @@ def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_byte
     assert reproducible_files(out) == reproducible_files(str(reference))  # checkpoints and HF export
 
 
-def _alive_gang_hosts() -> list:
+def _alive_gang_hosts(address: str) -> list:
     from ray.util.state import list_actors
 
-    return [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if (a.name or "").startswith("marin-gang-")]
+    actors = list_actors(address=address, filters=[("state", "=", "ALIVE")])
+    return [a for a in actors if (a.name or "").startswith("marin-gang-")]
 
 
-def _alive_host(i: int):
-    (actor,) = [a for a in _alive_gang_hosts() if a.name.endswith(f"-host{i}")]
+def _alive_host(address: str, i: int):
+    (actor,) = [a for a in _alive_gang_hosts(address) if a.name.endswith(f"-host{i}")]
     return actor
 
 
