@@ -83,6 +83,9 @@ THIS_OUTPUT_PATH: Any = OutputName(None)
 """A default for `output_path` fields: `output_path: str = THIS_OUTPUT_PATH`."""
 
 
+PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")
+
+
 @dataclass(frozen=True)
 class ResourceConfig:
     """What one run of a step needs; mapped onto a Ray task's options."""
@@ -101,6 +104,14 @@ class ResourceConfig:
     """Other Ray custom resources, e.g. {'worker_a': 1}."""
     retries: int = 0
     """How often an exception raised by the step itself is retried (system failures always are)."""
+    hosts: int = 1
+    """Processes of one gang, one per host, each with the resources above (Ray backend only): > 1 starts them
+    together, host 0 the coordinator, and restarts them together when one dies (docs/cluster.md)."""
+    placement: str = "SPREAD"
+    """How a gang's hosts are placed on nodes (a Ray placement strategy): SPREAD (over nodes, packing when
+    there are too few), STRICT_SPREAD (one node each), PACK or STRICT_PACK."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables of the step's processes (Ray `runtime_env`), e.g. {'XLA_FLAGS': ...}."""
 
     def __post_init__(self):
         for name in ("cpu", "gpu"):
@@ -111,6 +122,12 @@ class ResourceConfig:
             raise ValueError(f"ResourceConfig.memory_gb must be > 0, got {self.memory_gb!r}")
         if self.retries < 0:
             raise ValueError(f"ResourceConfig.retries must be ≥ 0, got {self.retries!r}")
+        if not isinstance(self.hosts, int) or isinstance(self.hosts, bool) or self.hosts < 1:
+            raise ValueError(f"ResourceConfig.hosts must be an integer ≥ 1, got {self.hosts!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"ResourceConfig.placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
+            raise ValueError(f"ResourceConfig.env must map names to strings, got {self.env!r}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -67,7 +67,11 @@ class LocalBackend:
         return results
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
-        return None
+        if resources is not None and resources.hosts > 1:
+            raise ValueError(
+                f"step {name!r} asks for hosts={resources.hosts}: a gang of hosts runs only on the Ray backend "
+                "(--backend ray); the local backend runs every step as a thread of this one process"
+            )
 
     def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
         """Ctrl-C: interrupts every running step's thread and collects what they report back."""
@@ -99,6 +103,25 @@ def ray_options(resources: ResourceConfig | None) -> dict:
     if custom:
         opts["resources"] = custom
     return opts
+
+
+def gang_spec(resources: ResourceConfig):
+    """How the runner of a step with `hosts > 1` starts its gang: one bundle and one actor per host."""
+    from marin.execution.gang import GangSpec
+    from marin.execution.resources_check import wanted_resources
+    from marin.gang import AUTODETECT_ENV
+
+    opts = ray_options(resources)
+    bundle = wanted_resources(opts)
+    if not bundle:
+        raise ValueError("a gang's hosts must ask for some resource (cpu, gpu, tpu, memory or custom)")
+    return GangSpec(
+        hosts=resources.hosts,
+        placement=resources.placement,
+        bundle=bundle,
+        actor_options=opts,
+        env={**forwarded_env(), **resources.env, **({AUTODETECT_ENV: "1"} if resources.tpu else {})},
+    )
 
 
 def canonical_accelerator(name: str) -> str:
@@ -165,18 +188,23 @@ class RayBackend:
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
         """Refuses a step that no node of the cluster could ever run (instead of hanging)."""
-        from marin.execution.resources_check import autoscaler_node_types, unsatisfiable_reason
+        from marin.execution.resources_check import autoscaler_node_types, gang_unsatisfiable_reason
 
         if self._nodes is None:
             self._nodes = self._ray.nodes() + autoscaler_node_types()
-        reason = unsatisfiable_reason(ray_options(resources), self._nodes)
+        res = resources or ResourceConfig()
+        reason = gang_unsatisfiable_reason(ray_options(res), res.hosts, res.placement, self._nodes)
         if reason:
             raise ValueError(f"step {name!r} can never run on this Ray cluster: {reason}")
 
     def submit(self, task: StepTask, resources: ResourceConfig | None) -> Any:
         task.capture = "process"
         opts = ray_options(resources)
-        env = forwarded_env()
+        env = {**forwarded_env(), **(resources.env if resources else {})}
+        if resources is not None and resources.hosts > 1:
+            task.gang = gang_spec(resources)
+            opts = {"num_cpus": 0, "num_gpus": 0}  # the runner only watches; the hosts hold the resources
+            env = forwarded_env()
         if env:
             opts["runtime_env"] = {"env_vars": env}
         return self._remote.options(max_retries=RAY_SYSTEM_RETRIES, retry_exceptions=False, **opts).remote(task)

@@ -49,8 +49,8 @@ def launcher_node_types(path: str) -> list[dict]:
     ]
 
 
-def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
-    """None if one alive node (or addable node type) has every requested resource; otherwise why not."""
+def wanted_resources(options: dict) -> dict[str, float]:
+    """Ray task options as the node resources they take (also a placement-group bundle)."""
     wanted: dict[str, float] = {}
     if options.get("num_cpus"):
         wanted["CPU"] = float(options["num_cpus"])
@@ -62,6 +62,28 @@ def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
         wanted[key] = float(value)
     if options.get("accelerator_type"):
         wanted[f"accelerator_type:{options['accelerator_type']}"] = 0.001
+    return wanted
+
+
+def gang_unsatisfiable_reason(options: dict, hosts: int, placement: str, nodes: list[dict]) -> str | None:
+    """Like `unsatisfiable_reason`, for `hosts` processes with `options` each placed by `placement`."""
+    reason = unsatisfiable_reason(options, nodes)
+    if reason or hosts <= 1:
+        return reason
+    wanted = wanted_resources(options)
+    alive = [n for n in nodes if n.get("Alive", n.get("alive", True))]
+    if placement == "STRICT_SPREAD" and not any(n.get("NodeType") for n in alive):
+        fitting = [n for n in alive if all(n.get("Resources", {}).get(k, 0) >= v for k, v in wanted.items())]
+        if len(fitting) < hosts:
+            return f"its {hosts} hosts need {hosts} nodes (STRICT_SPREAD) with that, but {len(fitting)} have it"
+    if placement == "STRICT_PACK":
+        return unsatisfiable_reason({"resources": {k: v * hosts for k, v in wanted.items()}}, nodes)
+    return None
+
+
+def unsatisfiable_reason(options: dict, nodes: list[dict]) -> str | None:
+    """None if one alive node (or addable node type) has every requested resource; otherwise why not."""
+    wanted = wanted_resources(options)
     alive = [n for n in nodes if n.get("Alive", n.get("alive", True))]
     if not alive:
         return "the cluster has no alive node"

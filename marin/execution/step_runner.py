@@ -14,6 +14,7 @@ cannot change what its successor published (fencing, DESIGN.md §11).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -103,6 +104,8 @@ class StepTask:
     retries: int = 0
     rerun_succeeded: bool = False
     """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
+    gang: Any = None
+    """A `marin.execution.gang.GangSpec` when the step runs on several hosts (Ray backend), else None."""
 
 
 @dataclass
@@ -297,9 +300,14 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
                 out,
                 f", resuming from the files of attempt {adopted}" if adopted else "",
             )
+            run = task.fn
+            if task.gang is not None:
+                from marin.execution.gang import run_gang
+
+                run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt:03d}")
             for tries_left in range(task.retries, -1, -1):
                 try:
-                    task.fn(config)
+                    run(config)
                     error = None
                     break
                 except (Exception, SystemExit) as exc:

@@ -41,6 +41,8 @@ def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
 def _complete_checkpoints(train_output: str) -> list[tuple[int, str]]:
     fs, plain = url_to_fs(train_output)
     root = posixpath.join(plain, "checkpoints")
+    # Another process (a gang's host 0) may have written since this one listed: no cached listing.
+    fs.invalidate_cache(root)
     if not fs.exists(root):
         return []
     found = []
@@ -66,6 +68,8 @@ def discard_incomplete_checkpoints(train_output: str) -> list[str]:
     Only called by the train step while it holds the step's lease: nobody else writes here."""
     fs, plain = url_to_fs(train_output)
     root = posixpath.join(plain, "checkpoints")
+    # Another process (a gang's host 0) may have written since this one listed: no cached listing.
+    fs.invalidate_cache(root)
     if not fs.exists(root):
         return []
     removed = []

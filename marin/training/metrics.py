@@ -15,7 +15,7 @@ vary between two runs with one seed.
 A run resumed from a checkpoint repeats the steps after that checkpoint: when a step arrives, every line
 from that step on is dropped first, so the file always reads as one uninterrupted run. Local files are
 appended to line by line (a killed run loses at most the step in flight); other storage is rewritten
-whole, at most every `remote_flush_s` seconds and at the end.
+whole, at most every `remote_flush_s` seconds (env `MARIN_METRICS_FLUSH_S`, default 30) and at the end.
 
 This module imports Levanter: import it only inside the train step.
 """
@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import fsspec
@@ -172,7 +173,12 @@ class MetricsJsonlTracker(Tracker):
 class MetricsJsonlConfig(TrackerConfig):
     path: str = "metrics.jsonl"
     tokens_per_step: int = 0
-    remote_flush_s: float = 30.0
+    remote_flush_s: float = field(default_factory=lambda: float(os.environ.get("MARIN_METRICS_FLUSH_S", 30.0)))
 
     def init(self, run_id):
+        import jax
+        from levanter.tracker import NoopTracker
+
+        if jax.process_index() != 0:  # one metrics.jsonl per run: host 0 writes it
+            return NoopTracker()
         return MetricsJsonlTracker(self.path, self.remote_flush_s, self.tokens_per_step)

@@ -51,8 +51,15 @@ def read_train_info(train_output: str) -> dict:
 
 
 def device_mesh():
-    """Levanter's default single-slice mesh over the visible devices (a context manager)."""
+    """Levanter's default single-slice mesh over the visible devices (a context manager); in a gang, over this
+    host's devices only (what one host loads alone must be addressable by it)."""
+    import jax
     from levanter.distributed import RayConfig
+
+    if jax.process_count() > 1:
+        from marin.training.distributed import host_local_mesh
+
+        return host_local_mesh()
     from levanter.trainer import TrainerConfig
 
     return TrainerConfig(require_accelerator=False, ray=RayConfig(auto_start_cluster=False)).use_device_mesh()

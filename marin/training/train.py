@@ -34,7 +34,7 @@ from datetime import timedelta
 
 from marin.execution.step_context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
-from marin.training import mixture
+from marin.training import distributed, mixture
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
@@ -220,6 +220,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
             append_run_id_to_base_path=False,
         ),
         ray=RayConfig(auto_start_cluster=False),
+        distributed=distributed.levanter_distributed_config(),
         require_accelerator=config.require_accelerator,
     )
     optimizer = AdamConfig(
@@ -328,7 +329,12 @@ def _is_under(path: str, folder: str) -> bool:
 
 
 def train(config: TrainConfig) -> None:
-    """Train (or resume training) the model of `config`, writing into `config.output_path`."""
+    """Train (or resume training) the model of `config`, writing into `config.output_path`.
+
+    In a gang every host runs this; host 0 alone writes what is not written collectively (distributed.py).
+    """
+    distributed.initialize()  # before anything asks jax for its devices (the accelerator check does)
+    primary = distributed.is_primary()
     check_accelerator(
         f"train step {run_id_of(config.output_path)}", running_step_resources(), config.require_accelerator
     )
@@ -338,7 +344,7 @@ def train(config: TrainConfig) -> None:
     out = config.output_path
     fs, plain = url_to_fs(out)
     fs.makedirs(plain, exist_ok=True)
-    if parent:
+    if parent and primary:
         _write_json(
             posixpath.join(out, "phase.json"),
             {
@@ -348,12 +354,15 @@ def train(config: TrainConfig) -> None:
                 "parent_step": parent["final_step"],
             },
         )
-    _write_train_info(config, tokenizer, parent, None, None)
+    if primary:
+        _write_train_info(config, tokenizer, parent, None, None)
     from marin.storage import write_volatile_list
 
-    write_volatile_list(out, VOLATILE)
-    for incomplete in discard_incomplete_checkpoints(out):
+    if primary:
+        write_volatile_list(out, VOLATILE)
+    for incomplete in discard_incomplete_checkpoints(out) if primary else []:
         logger.warning("discarded the incomplete checkpoint %s left by an interrupted run", incomplete)
+    distributed.barrier("train-prepared")
     resumed = list_checkpoints(out)
     logger.info(
         "training %s: %d steps of %d tokens%s -> %s",
@@ -378,20 +387,26 @@ def train(config: TrainConfig) -> None:
         wandb_sync = None
         if config.wandb_mode != "disabled":
             env["WANDB_DIR"] = live_wandb_dir()
-            wandb_sync = WandbSync(env["WANDB_DIR"], posixpath.join(out, "wandb"), out).start()
+            if primary:  # another host's W&B stays in its temporary folder
+                wandb_sync = WandbSync(env["WANDB_DIR"], posixpath.join(out, "wandb"), out).start()
         with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
             try:
                 lev_config = levanter_config(config, tokenizer, parent, run_id)
                 with harness_during_training(config, lev_config) as run_config:
                     train_lm.main(run_config)
             finally:
-                if wandb_sync is not None:
+                if config.wandb_mode != "disabled":
                     _stop_wandb(env["WANDB_DIR"])
+                if wandb_sync is not None:
                     wandb_sync.close()
     final_checkpoint = _wait_for_checkpoint(out, last)
     hf_path = posixpath.join(out, "hf", f"step-{last}")
-    if config.hf_export and not exists(posixpath.join(hf_path, "config.json")):
+    export = config.hf_export and not exists(posixpath.join(hf_path, "config.json"))
+    distributed.barrier("train-export")  # every host decided before any writes: a gang exports together
+    if export:
         export_hf(final_checkpoint, config.model, tokenizer, hf_path)
+    if not primary:
+        return
     _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
 
 
