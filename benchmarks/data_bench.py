@@ -9,6 +9,7 @@ the driver (the measuring process) and of the largest worker (RUSAGE_CHILDREN: t
 
 Parts (`--parts`, comma-separated):
 - scale: our dedup (exact + MinHash) at every scale in `--scales`;
+- tokenize-scale: our tokenize step at every scale in `--scales` (peak RSS and CPU per MB);
 - dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
   LocalPipelineExecutor, one task per shard) at `--compare-scale`, beside our dedup there;
   recall and precision of both against the planted copies (Jaccard >= 0.8 are duplicates);
@@ -279,6 +280,33 @@ def part_scale(args, work, make_corpus) -> dict:
     return rows
 
 
+def part_tokenize_scale(args, work, make_corpus) -> dict:
+    """Our tokenize step at every scale: memory must stay flat as the corpus grows (issue 14 §2)."""
+    from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+
+    rows = {}
+    tok = os.path.join(work, "tokenizer")
+    for k in args.scales:
+        root, _ = make_corpus(k)
+        if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+            train_tokenizer(TrainTokenizerConfig(input_path=_first_shard(work, root), output_path=tok, vocab_size=2048))
+        corpus = view(work, root, k)
+        mb = text_mb(corpus)
+        r = fresh("tokenize", corpus, work, args.workers, tok)
+        rows[k] = {**r, "mb": mb}
+        print(line(f"tokenize {k}x ({mb:.0f} MB)", r, mb), flush=True)
+        print(json.dumps({"tokenize_scale": k, **rows[k]}), flush=True)
+    base = rows[min(rows)]
+    for k, r in rows.items():
+        print(
+            f"tokenize {k}x vs {min(rows)}x: data x{r['mb'] / base['mb']:.2f}, "
+            f"CPU per MB x{(r['cpu'] / r['mb']) / (base['cpu'] / base['mb']):.2f}, "
+            f"driver RSS x{r['rss_driver_mb'] / base['rss_driver_mb']:.2f}, "
+            f"worker RSS x{r['rss_worker_mb'] / base['rss_worker_mb']:.2f}"
+        )
+    return rows
+
+
 def part_dedup(args, work, root, truth) -> dict:
     corpus = view(work, root, args.compare_scale)
     mb = text_mb(corpus)
@@ -369,6 +397,8 @@ def main() -> None:
     for part in args.parts.split(","):
         if part == "scale":
             results["scale"] = part_scale(args, work, corpus)
+        elif part == "tokenize-scale":
+            results["tokenize_scale"] = part_tokenize_scale(args, work, corpus)
         elif part == "dedup":
             results["dedup"] = part_dedup(args, work, *corpus(args.compare_scale))
         elif part == "tokenize":
