@@ -62,7 +62,7 @@ from marin.execution.status import (
     status_path,
     write_status,
 )
-from marin.execution.step_context import step_resources
+from marin.step_context import step_resources
 from marin.storage import (
     compute_manifest,
     delete_if_unchanged,

@@ -32,7 +32,7 @@ import threading
 import time
 from datetime import timedelta
 
-from marin.execution.step_context import running_step_resources
+from marin.step_context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training import distributed, mixture
 from marin.training.accelerator import check_accelerator
