@@ -144,3 +144,24 @@ def artifacts_dir() -> Path:
 
 def clean_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def served_page(roots: list[str]):
+    """The browser app over `roots` served on 127.0.0.1, and one headless Chromium page: (base URL, page, errors).
+
+    `errors` collects the page's JavaScript errors; a walk ends by asserting it is empty.
+    """
+    from playwright.sync_api import sync_playwright
+
+    from marin.browser.app import create_app
+
+    with ServerThread(create_app(roots)) as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1360, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            yield server.url, page, errors
+        finally:
+            browser.close()

@@ -107,18 +107,14 @@ def test_duplicate_links_go_both_ways(client, lab):
 
 
 def test_documents_in_chromium(lab):
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
+    from tests.browser_support import artifacts_dir, served_page
 
     root, rel, _ = lab
     shots = artifacts_dir()
-    with ServerThread(create_app([str(root)])) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server.url + "/file/0/corpus/part-00000.jsonl.gz")
+    with served_page([str(root)]) as (base, page, errors):
+        page.goto(base + "/file/0/corpus/part-00000.jsonl.gz")
         page.fill('form.doc-search input[name="q"]', "zebra")
         page.click('form.doc-search button[type="submit"]:not([name])')
         expect(page.locator("table.jsonl tbody tr")).to_have_count(1)
@@ -126,11 +122,10 @@ def test_documents_in_chromium(lab):
         page.click('form.doc-search button[name="mode"]')
         expect(page.locator("table.jsonl tbody tr")).to_have_count(5)
         page.screenshot(path=str(shots / "documents-1-sample.png"), full_page=True)
-        page.goto(server.url + f"/step/0/{rel}")
+        page.goto(base + f"/step/0/{rel}")
         page.locator('a.btn[href^="/dups/"]').click()
         expect(page.locator("div.pair")).to_have_count(len(KEEPERS))
         page.screenshot(path=str(shots / "documents-2-duplicates.png"), full_page=True)
         page.locator("div.doc.kept a").first.click()
         expect(page.locator("div.doc.removed")).to_have_count(1)
-        browser.close()
     assert not errors, errors

@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
 from marin.browser.charts import pareto_front
-from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
+from tests.browser_support import artifacts_dir, served_page
 from tests.research_lab import ISOFLOP_BUDGETS, LADDER_SIZES, SWEEP_LRS, TOKENS_PER_PARAM, research_prefix
 
 ISOFLOP_RUNS = 5 * len(ISOFLOP_BUDGETS) + 1  # five sizes per budget, and the target
@@ -133,28 +133,23 @@ def test_training_curves_take_tokens_or_flops_as_x_and_smooth_only_the_training_
 def test_research_pages_in_chromium(lab):
     root, names = lab
     shots = artifacts_dir()
-    with ServerThread(create_app([str(root)])) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(server.url + "/")
+    with served_page([str(root)]) as (base, page, errors):
+        page.goto(base + "/")
         page.locator("nav.views a", has_text="leaderboard").click()
         expect(page.locator("table#board tbody tr")).to_have_count(len(LADDER_SIZES) + len(SWEEP_LRS) + ISOFLOP_RUNS)
         page.screenshot(path=str(shots / "research-1-leaderboard.png"), full_page=True)
         page.locator("svg.leaderboard-plot circle.marker.frontier").last.click()
         expect(page).to_have_url(re.compile(r"/exp/0/experiments/(ladder|isoflop)-"))
-        page.goto(server.url + "/runs?step=train/rung")
+        page.goto(base + "/runs?step=train/rung")
         page.locator("table#runs th", has_text="lr").click()
         page.screenshot(path=str(shots / "research-2-runs.png"), full_page=True)
-        page.goto(server.url + f"/step/0/{names['forecast']}")
+        page.goto(base + f"/step/0/{names['forecast']}")
         expect(page.locator("svg.ladder-plot circle.marker.rung")).to_have_count(len(LADDER_SIZES))
         page.locator("section.summary").first.screenshot(path=str(shots / "research-3-ladder.png"))
-        page.goto(server.url + f"/step/0/{names['sweep_train'][0]}")
+        page.goto(base + f"/step/0/{names['sweep_train'][0]}")
         page.locator(".plot-controls a", has_text="tokens seen").click()
         expect(page.locator("svg.loss-curve text.axis", has_text="tokens seen")).to_have_count(1)
         page.locator("section.summary").first.screenshot(path=str(shots / "research-4-curves.png"))
-        browser.close()
     assert not errors, errors
 
 

@@ -15,18 +15,14 @@ import math
 from dataclasses import dataclass, field
 
 from marin.browser.html import esc
-from marin.browser.svg import PALETTE, nice_ticks
+from marin.browser.svg import PALETTE, fmt_tick, nice_ticks
 
 MAX_HOVER_POINTS = 400
 """A line gets an invisible hover target per point up to this many points (thinned beyond)."""
 
 
 def fmt_value(v: float) -> str:
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e5 or abs(v) < 1e-3:
-        return f"{v:.3g}"
-    return f"{v:.5g}"
+    return fmt_tick(v, digits=5)
 
 
 @dataclass

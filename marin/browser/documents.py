@@ -90,7 +90,7 @@ class Scan:
 
 def scan(fs, path: str, query: DocQuery, offset: int, n: int, limit: int = SCAN_LIMIT) -> Scan:
     """Search/filter (a page of `n` matches from `offset`) or sample (`query.sample` lines) a jsonl shard."""
-    from marin.browser.previews import MAX_LINE, _Lines, _open_stream, compression_of
+    from marin.browser.previews import MAX_LINE, _Lines, _open_stream, compression_of, skip_to
 
     compression = compression_of(path)
     stream, raw = _open_stream(fs, path, compression)
@@ -99,13 +99,7 @@ def scan(fs, path: str, query: DocQuery, offset: int, n: int, limit: int = SCAN_
     reservoir: list[tuple[int, bytes]] = []
     seen = 0
     try:
-        if offset:
-            if compression is None:
-                stream.seek(offset)
-            else:
-                left = offset
-                while left > 0 and (chunk := stream.read(min(left, 1 << 20))):
-                    left -= len(chunk)
+        skip_to(stream, offset, compression is not None)
         reader = _Lines(stream)
         pos = offset
         while pos - offset < limit:

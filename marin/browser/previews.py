@@ -118,21 +118,24 @@ class _Lines:
         return not self.buf and (self.eof or not self._fill())
 
 
+def skip_to(stream, offset: int, compressed: bool) -> None:
+    """Move `stream` to uncompressed byte `offset`: a seek, or reading and dropping what is before it."""
+    if not offset:
+        return
+    if not compressed:
+        stream.seek(offset)
+        return
+    left = offset
+    while left > 0 and (chunk := stream.read(min(left, 1 << 20))):
+        left -= len(chunk)
+
+
 def read_jsonl_page(fs, path: str, offset: int, n: int) -> tuple[list[tuple[int, Any, str | None]], int, bool]:
     """([(byte offset, parsed value or raw text, error or None)], next offset, at end of file)."""
     compression = compression_of(path)
     stream, raw = _open_stream(fs, path, compression)
     try:
-        if offset:
-            if compression is None:
-                stream.seek(offset)
-            else:
-                left = offset
-                while left > 0:
-                    chunk = stream.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
+        skip_to(stream, offset, compression is not None)
         reader = _Lines(stream)
         pos = offset
         lines: list[tuple[int, Any, str | None]] = []

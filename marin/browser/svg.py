@@ -209,12 +209,13 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return ticks
 
 
-def _fmt_tick(v: float) -> str:
+def fmt_tick(v: float, digits: int = 6) -> str:
+    """A tick or hover value: 3 significant digits for very large or small numbers, else `digits`."""
     if v == 0:
         return "0"
     if abs(v) >= 1e5 or abs(v) < 1e-3:
         return f"{v:.3g}"
-    return f"{v:.6g}"
+    return f"{v:.{digits}g}"
 
 
 def thin(points: list[tuple[float, float]], limit: int = 1500) -> list[tuple[float, float]]:
@@ -265,12 +266,12 @@ def line_plot(
     for t in nice_ticks(y0, y1):
         if y0 <= t <= y1:
             parts.append(f'<line class="grid" x1="{ml}" x2="{ml + pw}" y1="{sy(t):.1f}" y2="{sy(t):.1f}"/>')
-            parts.append(f'<text class="tick" x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt_tick(t)}</text>')
+            parts.append(f'<text class="tick" x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{fmt_tick(t)}</text>')
     for t in nice_ticks(x0, x1, 6):
         if x0 <= t <= x1:
             parts.append(f'<line class="grid" y1="{mt}" y2="{mt + ph}" x1="{sx(t):.1f}" x2="{sx(t):.1f}"/>')
             parts.append(
-                f'<text class="tick" x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>'
+                f'<text class="tick" x="{sx(t):.1f}" y="{mt + ph + 16}" text-anchor="middle">{fmt_tick(t)}</text>'
             )
     parts.append(f'<text class="axis" x="{ml + pw / 2}" y="{height - 6}" text-anchor="middle">{esc(x_label)}</text>')
     if y_label:
@@ -283,7 +284,7 @@ def line_plot(
         )
         if len(pts) <= 40:
             parts.extend(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"><title>{esc(name)} @ {_fmt_tick(x)}: {_fmt_tick(y)}</title></circle>'
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"><title>{esc(name)} @ {fmt_tick(x)}: {fmt_tick(y)}</title></circle>'
                 for x, y in pts
             )
         lx = ml + pw - 8
