@@ -35,6 +35,8 @@ bench: setup
 	PYTHONPATH=. $(PY) benchmarks/bucket_bench.py
 	PYTHONPATH=. $(PY) benchmarks/data_bench.py
 	PYTHONPATH=. $(PY) benchmarks/train_bench.py
+	rm -rf /tmp/marin-ladder-bench && time $(PY) experiments/tutorial/tiny_ladder.py --prefix /tmp/marin-ladder-bench --backend local
+	PYTHONPATH=. $(PY) benchmarks/gang_preemption.py
 
 clean:
 	rm -rf .venv local_store
