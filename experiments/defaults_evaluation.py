@@ -15,7 +15,7 @@ import dataclasses
 import json
 from typing import Any
 
-from experiments.defaults_training import StepOrPath, _datasets, default_eval, default_train, ladder_model
+from experiments.defaults_training import StepOrPath, _datasets, default_eval, default_train, ladder_model, ladder_rung
 from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
@@ -105,19 +105,21 @@ def isoflop_ladder(
         for model in models:
             rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
             steps = rung_steps_for_budget(model, vocab_size, budget, tokens_per_step)
-            trained = default_train(
+            trained, evaluation = ladder_rung(
                 rung,
                 tokenized,
+                held_out,
                 model=model,
                 optimizer=optimizer,
                 train_batch_size=train_batch_size,
                 num_train_steps=steps,
                 seed=seed,
                 resources=resources,
+                max_eval_documents=max_eval_documents,
                 **train_options,
             )
             trains.append(trained)
-            evaluations.append(default_eval(rung, trained, held_out, max_documents=max_eval_documents))
+            evaluations.append(evaluation)
             rung_budgets.append(float(budget))
     target = float(target_flops if target_flops is not None else 10 * max(budgets))
     largest = max(m.hidden_dim for m in models)

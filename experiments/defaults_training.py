@@ -152,6 +152,19 @@ class Ladder:
         return [*self.trains, *self.evaluations, self.forecast]
 
 
+def ladder_rung(
+    name: str,
+    tokenized: StepOrPath | dict[str, StepOrPath],
+    held_out: dict,
+    *,
+    max_eval_documents: int | None,
+    **train_fields: Any,
+) -> tuple[ExecutorStep, ExecutorStep]:
+    """One rung of a ladder: its train step and the evaluation of its final checkpoint on `held_out`."""
+    trained = default_train(name, tokenized, **train_fields)
+    return trained, default_eval(name, trained, held_out, max_documents=max_eval_documents)
+
+
 def scaling_ladder(
     name: str,
     tokenized: StepOrPath | dict[str, StepOrPath],
@@ -185,19 +198,21 @@ def scaling_ladder(
         rung = f"{name}/d{model.hidden_dim}-l{model.num_layers}"
         steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
         flops.append(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
-        trained = default_train(
+        trained, evaluation = ladder_rung(
             rung,
             tokenized,
+            held_out,
             model=model,
             optimizer=optimizer,
             train_batch_size=train_batch_size,
             num_train_steps=steps,
             seed=seed,
             resources=resources,
+            max_eval_documents=max_eval_documents,
             **train_options,
         )
         trains.append(trained)
-        evaluations.append(default_eval(rung, trained, held_out, max_documents=max_eval_documents))
+        evaluations.append(evaluation)
     target = target_flops if target_flops is not None else 10 * max(flops)
     forecast_step = ExecutorStep(
         name=f"forecast/{name}",
