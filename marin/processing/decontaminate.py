@@ -40,11 +40,13 @@ import numpy as np
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    check_keys,
     encode_documents,
     list_shards,
     read_documents,
     read_json_many,
     shard_name,
+    step_documents,
     write_json,
 )
 from marin.sharding import LEDGERS, run_shards
@@ -79,10 +81,15 @@ class DecontaminateConfig(StepConfig):
     """Language of datatrove's word tokenizer (a datatrove `Languages` code)."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
     workers: int = unversioned(1)
     """Processes working on training shards in parallel; the output does not depend on it."""
 
     def validate(self) -> None:
+        check_keys("DecontaminateConfig", self.text_key, self.id_key)
         if not isinstance(self.eval_sets, dict) or not self.eval_sets:
             raise ValueError(
                 f"DecontaminateConfig.eval_sets must be a non-empty dict of name -> path, got {self.eval_sets!r}"
@@ -242,7 +249,7 @@ def decontaminate_shard(config: DecontaminateConfig, shard: DecontShard) -> dict
     out, lines = [], []
     by_set: Counter = Counter()
     contaminated = 0
-    for doc in read_documents(shard.path, skip_bad=config.skip_bad_documents, report=report):
+    for doc in step_documents(config, shard.path, report):
         found = overlaps(doc["text"], config, shard.eval_index)
         if not found:
             out.append(doc)

@@ -24,15 +24,24 @@ from collections import Counter
 from dataclasses import dataclass
 
 from marin.processing import dedup_stages as stages
-from marin.processing.documents import EmptyInputError, list_shards, write_json
+from marin.processing.documents import EmptyInputError, check_keys, list_shards, read_documents, write_json
 from marin.processing.minhash import MinHashConfig
 from marin.sharding import LEDGERS, local_pool, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned
+from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.storage import delete, join, write_volatile_list
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DedupConfig", "MinHashConfig", "dedup_documents"]
+__all__ = ["DedupConfig", "MinHashConfig", "SourceWipeoutError", "dedup_documents"]
+
+GUARD_REPORT = "dedup_guard.json"
+"""Written into the output folder when the guard refuses to publish: per source, removals and the largest clusters."""
+EXAMPLE_CHARS = 500
+"""Characters of each kept document's text shown in the guard's report."""
+
+
+class SourceWipeoutError(ValueError):
+    """Dedup would remove more than `max_removed_fraction` of a source's documents; the step does not publish."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +58,15 @@ class DedupConfig(StepConfig):
     """MinHash near-duplicate removal; None: off."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
+    max_removed_fraction: float | None = unversioned(0.8)
+    """The guard: the step fails, publishing nothing, when dedup would remove more than this fraction of one
+    source's documents (the `source` field, else the input shard); None: no guard. It decides only whether the
+    output is published, never its bytes, so it is not in the hash (after a refusal, rerun with
+    `--force_run_failed`: the finished stages are not redone)."""
     workers: int = unversioned(1)
     """Processes to run the shard tasks with; the output does not depend on it."""
     partitions: int | None = unversioned(None)
@@ -56,6 +74,11 @@ class DedupConfig(StepConfig):
     memory, never changes the output."""
 
     def validate(self) -> None:
+        check_keys("DedupConfig", self.text_key, self.id_key)
+        if self.max_removed_fraction is not None and not 0.0 < self.max_removed_fraction <= 1.0:
+            raise ValueError(
+                f"DedupConfig.max_removed_fraction must be in (0, 1] or None, got {self.max_removed_fraction}"
+            )
         if self.workers < 1:
             raise ValueError(f"DedupConfig.workers must be >= 1, got {self.workers}")
         if self.partitions is not None and self.partitions < 1:
@@ -113,12 +136,19 @@ def dedup_documents(config: DedupConfig) -> dict:
             pool,
         )
         (resolved,) = _stage(
-            stages.resolve, config, [stages.ResolveTask(len(paths), exact_tasks, bucket_tasks)], "resolve", None
+            stages.resolve,
+            config,
+            [stages.ResolveTask(len(paths), exact_tasks, bucket_tasks, [s["sources"] for s in scans])],
+            "resolve",
+            None,
         )
+        sources = _sources(scans, resolved)
+        _guard(config, paths, sources, resolved)
         written = _stage(
             stages.filter_shard, config, [stages.ScanTask(i, p, parts) for i, p in enumerate(paths)], "filter", pool
         )
     stats = _totals(config, scans, resolved, written)
+    stats["sources"] = sources
     write_json(join(config.output_path, "stats.json"), stats)
     delete(join(config.output_path, ".work"), recursive=True)
     logger.info("dedup: kept %d of %d documents -> %s", stats["kept"], stats["documents"], config.output_path)
@@ -145,3 +175,75 @@ def _totals(config: DedupConfig, scans: list[dict], resolved: dict, written: lis
         },
         "skipped_bad_documents": dict(sorted(skipped.items())),
     }
+
+
+def _sources(scans: list[dict], resolved: dict) -> dict[str, dict]:
+    """Per source: documents, removed and the fraction removed."""
+    documents: Counter = Counter()
+    for s in scans:
+        for name, n in zip(s["sources"], s["source_counts"], strict=True):
+            documents[name] += n
+    out = {}
+    for name in sorted(documents):
+        removed = resolved["by_source"].get(name, {}).get("removed", 0)
+        out[name] = {
+            "documents": documents[name],
+            "removed": removed,
+            "removed_fraction": round(removed / documents[name], 6) if documents[name] else 0.0,
+        }
+    return out
+
+
+def _guard(config: DedupConfig, paths: list[str], sources: dict[str, dict], resolved: dict) -> None:
+    """Refuse to publish when a source would lose more than `max_removed_fraction`, leaving the evidence."""
+    limit = config.max_removed_fraction
+    if limit is None:
+        return
+    over = {name: s for name, s in sources.items() if s["removed"] > limit * s["documents"]}
+    if not over:
+        return
+    report = {
+        "max_removed_fraction": limit,
+        "sources": sources,
+        "over_the_limit": {
+            name: {**s, "largest_clusters": _with_texts(config, paths, resolved["by_source"][name]["largest_clusters"])}
+            for name, s in over.items()
+        },
+    }
+    where = join(config.output_path, GUARD_REPORT)
+    write_json(where, report)
+    for name, entry in report["over_the_limit"].items():
+        for c in entry["largest_clusters"]:
+            logger.error(
+                "dedup guard: source %r: %d removed as duplicates of %s: %r",
+                name,
+                c["removed"],
+                c["kept_id"],
+                c["kept_text"][:200],
+            )
+    name, s = max(over.items(), key=lambda item: (item[1]["removed_fraction"], item[0]))
+    raise SourceWipeoutError(
+        f"dedup: source {name!r} would lose {s['removed_fraction']:.1%} of its documents ({s['removed']} of "
+        f"{s['documents']}), over DedupConfig.max_removed_fraction={limit}"
+        + (f" (and {len(over) - 1} more source(s))" if len(over) > 1 else "")
+        + f"; nothing is published. The largest duplicate clusters are in {where}. If this is intended, raise "
+        "max_removed_fraction (or set it to None) and rerun with --force_run_failed."
+    )
+
+
+def _with_texts(config: DedupConfig, paths: list[str], clusters: list[dict]) -> list[dict]:
+    """The clusters with their kept document's text (first EXAMPLE_CHARS), read back from the input."""
+    wanted: dict[int, set[int]] = {}
+    for c in clusters:
+        wanted.setdefault(c["kept_node"] >> 32, set()).add(c["kept_node"] & 0xFFFFFFFF)
+    texts: dict[int, str] = {}
+    for shard, indices in wanted.items():
+        docs = read_documents(
+            paths[shard], skip_bad=config.skip_bad_documents, text_key=config.text_key, id_key=config.id_key
+        )
+        for index, doc in enumerate(docs):
+            if index in indices:
+                texts[(shard << 32) | index] = doc["text"][:EXAMPLE_CHARS]
+            if index >= max(indices):
+                break
+    return [{**c, "kept_text": texts.get(c["kept_node"], "")} for c in clusters]

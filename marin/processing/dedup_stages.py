@@ -31,17 +31,14 @@ import math
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import fsspec
 import numpy as np
 
-from marin.processing.documents import DocumentStream, ReadReport, read_documents, shard_name
+from marin.processing.documents import DocumentStream, ReadReport, shard_name, step_documents
 from marin.processing.minhash import MinHashConfig, MinHasher
 from marin.storage import join, open_write, read_bytes, read_range, write_bytes
-
-if TYPE_CHECKING:
-    from marin.processing.dedup import DedupConfig
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +50,30 @@ SHARDS_PER_PARTITION = 16
 """Partitions = ceil(shards / this): each exact or bucket task holds about this many shards' records."""
 SCAN_BATCH_CHARS = 1 << 20
 """Characters of text hashed per MinHash batch in the scan."""
+
+
+TOP_CLUSTERS = 5
+"""Largest duplicate clusters per source kept in the resolve stage's stats (the guard shows them)."""
+CLUSTER_EXAMPLES = 3
+"""Removed ids shown per cluster."""
+
+
+class DedupConfig(Protocol):
+    """What the stages read of `marin.processing.dedup.DedupConfig` (declared here so the stages do not
+    import the step that runs them)."""
+
+    output_path: str
+    exact: bool
+    fuzzy: MinHashConfig | None
+    skip_bad_documents: bool
+    partitions: int | None
+    text_key: str
+    id_key: str | None
+
+
+def source_of(doc: dict, path: str) -> str:
+    """The source a document is counted under by the guard: its `source` field, else its input shard's name."""
+    return doc.get("source") or path.rsplit("/", 1)[-1]
 
 
 def partitions_for(config: DedupConfig, shards: int) -> int:
@@ -107,6 +128,8 @@ class ResolveTask:
     """Exact outputs (0 when exact dedup is off)."""
     bucket_tasks: int
     """Bucket outputs (0 without MinHash)."""
+    sources: list[list[str]]
+    """Each shard's source labels, in the order of its `scan/i.src` indices."""
 
 
 def exact_key(text: str) -> tuple[int, int]:
@@ -171,12 +194,23 @@ def scan_shard(config: DedupConfig, task: ScanTask) -> dict:
     shard, path, partitions = task.index, task.path, task.partitions
     report = ReadReport()
     scan = _Scan(config, shard)
+    labels: dict[str, int] = {}
+    source_index: list[int] = []
     with open_write(work(config, "scan", f"{shard:05d}.ids")) as ids:
-        for index, doc in enumerate(read_documents(path, skip_bad=config.skip_bad_documents, report=report)):
+        for index, doc in enumerate(step_documents(config, path, report)):
             ids.write(json.dumps(doc["id"], ensure_ascii=False).encode("utf-8") + b"\n")
+            source_index.append(labels.setdefault(source_of(doc, path), len(labels)))
             scan.add((shard << 32) | index, doc["text"])
     scan.flush()
-    stats = {"documents": report.documents, "skipped": dict(report.skipped), "signed": scan.signed}
+    src = np.asarray(source_index, dtype="<u4")
+    write_bytes(work(config, "scan", f"{shard:05d}.src"), src.tobytes())
+    stats = {
+        "documents": report.documents,
+        "skipped": dict(report.skipped),
+        "signed": scan.signed,
+        "sources": list(labels),
+        "source_counts": np.bincount(src, minlength=len(labels)).tolist(),
+    }
     keys = np.array(scan.keys, dtype=RECORD) if scan.keys else np.empty(0, dtype=RECORD)
     data, stats["key_offsets"] = _grouped(keys, keys["hi"] % np.uint64(partitions), partitions)
     write_bytes(work(config, "scan", f"{shard:05d}.keys"), data)
@@ -310,8 +344,39 @@ def resolve(config: DedupConfig, task: ResolveTask) -> dict:
         "clusters": clusters,
         "documents_in_clusters": len(nodes),
         "fuzzy_removed": int(fuzzy.sum()),
+        "by_source": _by_source(config, task, removed, ids),
     }
     return stats
+
+
+def _by_source(config: DedupConfig, task: ResolveTask, removed: np.ndarray, ids: dict[int, str]) -> dict[str, dict]:
+    """Per source: documents removed, and the largest groups of its removed documents by the document they
+    duplicate (kept node and id, how many, a few removed ids)."""
+    label = np.empty(len(removed), dtype=object)
+    shard_of = removed["node"] >> np.uint64(32)
+    for shard in np.unique(shard_of).tolist():
+        src = np.frombuffer(read_bytes(work(config, "scan", f"{shard:05d}.src")) or b"", dtype="<u4")
+        mine = shard_of == shard
+        names = np.asarray(task.sources[shard], dtype=object)
+        label[mine] = names[src[(removed["node"][mine] & np.uint64(0xFFFFFFFF)).astype(np.int64)]]
+    out: dict[str, dict] = {}
+    for name in sorted(set(label.tolist())):
+        mine = removed[label == name]
+        refs, counts = np.unique(mine["ref"], return_counts=True)
+        top = np.lexsort((refs, -counts))[:TOP_CLUSTERS]
+        clusters = []
+        for i in top.tolist():
+            members = mine["node"][mine["ref"] == refs[i]][:CLUSTER_EXAMPLES].tolist()
+            clusters.append(
+                {
+                    "kept_id": ids[int(refs[i])],
+                    "kept_node": int(refs[i]),
+                    "removed": int(counts[i]),
+                    "removed_ids": [ids[m] for m in members],
+                }
+            )
+        out[name] = {"removed": len(mine), "largest_clusters": clusters}
+    return out
 
 
 # ---------------------------------------------------------------- 5. filter
@@ -325,7 +390,7 @@ def filter_shard(config: DedupConfig, task: ScanTask) -> dict:
     with open_write(join(config.output_path, shard_name(shard))) as raw:
         stream = DocumentStream(raw)
         documents = 0
-        for index, doc in enumerate(read_documents(path, skip_bad=config.skip_bad_documents)):
+        for index, doc in enumerate(step_documents(config, path)):
             documents += 1
             if index not in drop:
                 stream.write(doc)

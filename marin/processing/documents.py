@@ -1,19 +1,47 @@
-"""Dolma-style documents on any fsspec path: read them strictly, write them byte-for-byte reproducibly.
+"""Documents on any fsspec path: read the formats labs publish, write Dolma JSON lines reproducibly.
 
-Every data step reads and writes the same thing: gzipped JSON lines, one document per line with
-`id`, `text`, `source` and `metadata`, sharded as `part-00000.jsonl.gz`, `part-00001.jsonl.gz`, ...
-A bad line (not UTF-8, not JSON, no string `text`) is never dropped silently: by default it is a
-`BadDocumentError` naming the file and line; with `skip_bad=True` it is skipped and counted by reason
-so the step can report it in its stats. Shards are gzipped with `mtime=0` and no file name in the
-header, and the JSON is written with a fixed key order, so the same documents give the same bytes.
+Every data step reads documents and writes the same thing: gzipped JSON lines, one document per line
+with `id`, `text`, `source` and `metadata`, sharded as `part-00000.jsonl.gz`, `part-00001.jsonl.gz`, ...
+
+What a step reads (`read_documents`), chosen by the file name:
+
+- JSON lines: `*.jsonl`, `*.jsonl.gz` / `*.json.gz` (gzip, any number of members) and `*.jsonl.zst`
+  (zstd, any number of frames); one JSON object per line.
+- Parquet: `*.parquet`, any compression, any number of row groups (FineWeb, FineWeb-Edu,
+  Nemotron-CC, DCLM as published on the Hugging Face hub).
+
+The text is the field or column `text_key` (default "text"); the id is `id_key` (default "id"). With
+`id_key=None` the corpus has no ids (DCLM-baseline) and each document's id is derived from its place:
+`<shard>/<row>`, the shard's file name without its format suffix and the 0-based row (Parquet) or
+line (JSON lines) in that file, so the same shard in any of the formats gives the same ids and a rerun
+gives the same ids again. A `source` string is kept as the document's source; every other field or
+column goes into `metadata` (beside an existing `metadata` object, whose keys win), so FineWeb's
+`url`, `dump` and `language_score` survive filtering and dedup.
+
+Readers stream: memory is bounded by one line (JSON lines, read in 256 KiB compressed chunks) or one
+row group's batch (Parquet), whatever the file's size.
+
+Two kinds of failure, never silent:
+
+- A bad document (a line that is not UTF-8 or JSON, a row whose text is null or not a string, no id)
+  is a `BadDocumentError` naming the file and line or row; with `skip_bad=True` it is skipped and
+  counted by reason so the step reports it in its stats.
+- A bad file (not what its name says, a truncated gzip or zstd stream, a Parquet file without its
+  footer, no text column, a text column that is not strings) is a `BadShardError` naming the file.
+  `skip_bad` never covers it: a truncated shard would silently lose every document after the cut.
+
+Shards are written gzipped with `mtime=0` and no file name in the header, and the JSON with a fixed key
+order, so the same documents give the same bytes.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import io
 import json
 import logging
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -25,11 +53,24 @@ from marin.storage import read_bytes_many, write_bytes
 logger = logging.getLogger(__name__)
 
 DOC_KEYS = ("id", "text", "source", "metadata")
-SHARD_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".jsonl.zst")
+JSONL_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".jsonl.zst")
+PARQUET_SUFFIXES = (".parquet",)
+SHARD_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
+READ_CHUNK = 1 << 18
+"""Compressed bytes read at a time from a JSON-lines shard."""
+PARQUET_BATCH_ROWS = 1024
+"""Rows converted to documents at a time (pyarrow reads at most one row group's pages for them)."""
+
+_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"PAR1": "Parquet"}
 
 
 class BadDocumentError(ValueError):
-    """A line in an input shard is not a valid document; the message names the file and line."""
+    """A line or row in an input shard is not a valid document; the message names the file and line or row."""
+
+
+class BadShardError(ValueError):
+    """An input shard cannot be read as what its name says (truncated, another format, no text column);
+    the message names the file. Never skipped by `skip_bad`."""
 
 
 class EmptyInputError(ValueError):
@@ -48,12 +89,21 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}.jsonl.gz"
 
 
+def shard_stem(path: str) -> str:
+    """The shard's file name without its format suffix: `part-00003.jsonl.zst` -> `part-00003`."""
+    name = path.rsplit("/", 1)[-1]
+    for suffix in SHARD_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
 def list_shards(input_path: str, pattern: str | None = None) -> list[str]:
     """Sorted full paths of the document shards under `input_path` (a folder, or one file).
 
     Without a `pattern`, a folder's `part-*` shards are taken when there are any (what marin steps
-    write, leaving out sidecars such as `removed_sample.jsonl.gz`); otherwise every jsonl file below.
-    Hidden files and folders (`.work/`, `.tmp-*`) are never shards.
+    write, leaving out sidecars such as `removed_sample.jsonl.gz`); otherwise every JSON-lines or
+    Parquet file below. Hidden files and folders (`.work/`, `.tmp-*`) are never shards.
     """
     fs, root = fsspec.core.url_to_fs(input_path)
     if fs.isfile(root):
@@ -67,7 +117,9 @@ def list_shards(input_path: str, pattern: str | None = None) -> list[str]:
         if shards:
             break
     if not shards:
-        raise EmptyInputError(f"no document shards (*.jsonl.gz, *.jsonl) under input path {input_path}")
+        raise EmptyInputError(
+            f"no document shards (*.parquet, *.jsonl, *.jsonl.gz, *.jsonl.zst) under input path {input_path}"
+        )
     return [_unstrip(fs, p, input_path) for p in shards]
 
 
@@ -78,50 +130,258 @@ def _unstrip(fs, stripped: str, original: str) -> str:
     return stripped
 
 
-def _open_lines(path: str) -> Iterator[bytes]:
-    compression = "zstd" if path.endswith(".zst") else ("gzip" if path.endswith(".gz") else None)
-    with fsspec.open(path, "rb", compression=compression) as f:
-        yield from f
-
-
-def read_documents(path: str, *, skip_bad: bool = False, report: ReadReport | None = None) -> Iterator[dict]:
-    """Yield the documents of one shard in file order; see the module docstring for bad lines."""
+def read_documents(
+    path: str,
+    *,
+    skip_bad: bool = False,
+    report: ReadReport | None = None,
+    text_key: str = "text",
+    id_key: str | None = "id",
+) -> Iterator[dict]:
+    """Yield the documents of one shard in file order; see the module docstring for formats, keys and errors."""
     report = report if report is not None else ReadReport()
-    for lineno, raw in enumerate(_open_lines(path), start=1):
-        if not raw.strip():
-            continue
-        reason, doc = _parse(raw)
+    if path.endswith(PARQUET_SUFFIXES):
+        rows = _parquet_rows(path, text_key, id_key)
+        where = "row"
+    elif path.endswith(JSONL_SUFFIXES):
+        rows = _jsonl_rows(path, text_key, id_key)
+        where = "line"
+    else:
+        raise BadShardError(f"{path}: not a document shard (expected one of {', '.join(SHARD_SUFFIXES)})")
+    for position, reason, doc in rows:
         if reason is not None:
             if not skip_bad:
-                raise BadDocumentError(f"{path}:{lineno}: {reason} (set skip_bad_documents=True to skip and count)")
-            logger.warning("skipping %s:%d: %s", path, lineno, reason)
+                raise BadDocumentError(
+                    f"{path}:{position}: {reason} (set skip_bad_documents=True to skip and count)"
+                    if where == "line"
+                    else f"{path}: row {position}: {reason} (set skip_bad_documents=True to skip and count)"
+                )
+            logger.warning("skipping %s %s %d: %s", path, where, position, reason)
             report.skipped[reason.split(":")[0]] += 1
             continue
         report.documents += 1
         yield doc
 
 
-def _parse(raw: bytes) -> tuple[str | None, dict | None]:
+# ---------------------------------------------------------------- JSON lines
+
+
+def _jsonl_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tuple[int, str | None, dict | None]]:
+    """(1-based line number, bad reason or None, document) for every non-blank line."""
+    stem = shard_stem(path)
+    for lineno, raw in enumerate(_lines(path), start=1):
+        if not raw.strip():
+            continue
+        reason, doc = _parse(raw, text_key, id_key, stem, lineno - 1)
+        yield lineno, reason, doc
+
+
+def _lines(path: str) -> Iterator[bytes]:
+    """The lines of a JSON-lines shard, decompressed by its suffix, streaming; a bad stream is a BadShardError."""
+    kind = "zstd" if path.endswith(".zst") else ("gzip" if path.endswith(".gz") else None)
+    with fsspec.open(path, "rb") as f:
+        head = f.read(4)
+        if kind is None:
+            for magic, what in _MAGIC.items():
+                if head.startswith(magic):
+                    raise BadShardError(f"{path}: named as plain JSON lines but holds {what} data")
+        chunks = _chunks(f, head)
+        if kind == "gzip":
+            chunks = _gunzip(path, chunks)
+        elif kind == "zstd":
+            chunks = _unzstd(path, chunks)
+        yield from _split_lines(chunks)
+
+
+def _chunks(f, head: bytes) -> Iterator[bytes]:
+    if head:
+        yield head
+    while chunk := f.read(READ_CHUNK):
+        yield chunk
+
+
+def _gunzip(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Decompress gzip members one after another; the stream must end at the end of a member."""
+    d = zlib.decompressobj(wbits=31)
+    seen = False
+    for chunk in chunks:
+        data = chunk
+        while data:
+            seen = True
+            try:
+                out = d.decompress(data)
+            except zlib.error as e:
+                raise BadShardError(f"{path}: not a valid gzip stream ({e})") from None
+            if out:
+                yield out
+            if d.eof:
+                data = d.unused_data
+                d = zlib.decompressobj(wbits=31)
+                seen = bool(data)
+            else:
+                data = b""
+    if seen and not d.eof:
+        raise BadShardError(f"{path}: truncated gzip stream (it ends inside a member)")
+
+
+def _unzstd(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Decompress zstd frames one after another; the stream must end at the end of a frame."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    d = dctx.decompressobj()
+    seen = False
+    for chunk in chunks:
+        data = chunk
+        while data:
+            seen = True
+            try:
+                out = d.decompress(data)
+            except zstandard.ZstdError as e:
+                raise BadShardError(f"{path}: not a valid zstd stream ({e})") from None
+            if out:
+                yield out
+            if d.eof:
+                data = d.unused_data
+                d = dctx.decompressobj()
+                seen = bool(data)
+            else:
+                data = b""
+    if seen and not d.eof:
+        raise BadShardError(f"{path}: truncated zstd stream (it ends inside a frame)")
+
+
+def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """Lines (without their newline) of a byte stream; a long line is joined once, in linear time."""
+    pending: list[bytes] = []
+    for chunk in chunks:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if pending:
+                pending.append(chunk[start:end])
+                yield b"".join(pending)
+                pending = []
+            else:
+                yield chunk[start:end]
+            start = end + 1
+        if start < len(chunk):
+            pending.append(chunk[start:])
+    if pending:
+        yield b"".join(pending)
+
+
+def _parse(raw: bytes, text_key: str, id_key: str | None, stem: str, row: int) -> tuple[str | None, dict | None]:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError:
         return "not_utf8: line is not valid UTF-8", None
     try:
-        doc = json.loads(line)
+        obj = json.loads(line)
     except json.JSONDecodeError as e:
         return f"bad_json: {e.msg}", None
-    if not isinstance(doc, dict):
+    if not isinstance(obj, dict):
         return "bad_json: line is not a JSON object", None
-    if "text" not in doc:
-        return "missing_text: document has no 'text' field", None
-    if not isinstance(doc["text"], str):
-        return "missing_text: 'text' is not a string", None
-    if "id" not in doc:
-        return "missing_id: document has no 'id' field", None
-    doc["id"] = str(doc["id"])
-    doc.setdefault("source", "")
-    doc.setdefault("metadata", {})
-    return None, doc
+    return _document(obj, text_key, id_key, stem, row)
+
+
+def _document(obj: dict, text_key: str, id_key: str | None, stem: str, row: int) -> tuple[str | None, dict | None]:
+    """The Dolma document of one record: text, id, source and everything else in metadata."""
+    text = obj.pop(text_key, None) if text_key in obj else _MISSING
+    if text is _MISSING:
+        return f"missing_text: document has no {text_key!r} field", None
+    if not isinstance(text, str):
+        return f"missing_text: {text_key!r} is not a string", None
+    if id_key is None:
+        doc_id = f"{stem}/{row}"
+    else:
+        doc_id = obj.pop(id_key, None)
+        if doc_id is None:
+            return f"missing_id: document has no {id_key!r} field (set id_key=None to derive ids)", None
+        doc_id = str(doc_id)
+    source = obj.pop("source", "")
+    metadata = obj.pop("metadata", None)
+    if not isinstance(metadata, dict):
+        metadata = {} if metadata is None else {"metadata": metadata}
+    if not isinstance(source, str):
+        metadata.setdefault("source", source)
+        source = ""
+    for key in sorted(obj):
+        metadata.setdefault(key, obj[key])
+    return None, {"id": doc_id, "text": text, "source": source, "metadata": metadata}
+
+
+_MISSING = object()
+
+
+# ---------------------------------------------------------------- Parquet
+
+
+def _parquet_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tuple[int, str | None, dict | None]]:
+    """(0-based row, bad reason or None, document) for every row, one batch at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stem = shard_stem(path)
+    with fsspec.open(path, "rb") as f:
+        try:
+            pf = pq.ParquetFile(f)
+        except (pa.ArrowException, OSError) as e:
+            raise BadShardError(f"{path}: not a readable Parquet file ({e})") from None
+        schema = pf.schema_arrow
+        names = schema.names
+        if text_key not in names:
+            raise BadShardError(f"{path}: no text column {text_key!r} (columns: {', '.join(names)}); set text_key")
+        text_type = schema.field(text_key).type
+        if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
+            raise BadShardError(f"{path}: text column {text_key!r} is {text_type}, not a string column")
+        if id_key is not None and id_key not in names:
+            raise BadShardError(
+                f"{path}: no id column {id_key!r} (columns: {', '.join(names)}); set id_key, or id_key=None to derive ids"
+            )
+        row = 0
+        try:
+            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                columns = {name: _pylist(batch.column(i)) for i, name in enumerate(batch.schema.names)}
+                for i in range(batch.num_rows):
+                    obj = {name: values[i] for name, values in columns.items()}
+                    if obj.get(text_key) is None:
+                        yield row, f"missing_text: {text_key!r} is null", None
+                    else:
+                        yield (row, *_document(obj, text_key, id_key, stem, row))
+                    row += 1
+        except (pa.ArrowException, OSError) as e:
+            raise BadShardError(f"{path}: unreadable Parquet data after row {row} ({e})") from None
+
+
+def _pylist(column) -> list:
+    """A column's values as JSON-able Python values (times and decimals as strings, bytes as base64)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = column.type
+    if pa.types.is_temporal(t) or pa.types.is_decimal(t):
+        return pc.cast(column, pa.string()).to_pylist()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return [None if v is None else base64.b64encode(v).decode("ascii") for v in column.to_pylist()]
+    values = column.to_pylist()
+    if pa.types.is_nested(t):
+        return [_jsonable(v) for v in values]
+    return values
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+# ---------------------------------------------------------------- writing
 
 
 def encode_documents(docs: Iterable[dict]) -> bytes:
@@ -129,11 +389,14 @@ def encode_documents(docs: Iterable[dict]) -> bytes:
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=6) as gz:
         for doc in docs:
-            ordered = {k: doc[k] for k in DOC_KEYS if k in doc}
-            ordered.update({k: v for k, v in doc.items() if k not in ordered})
-            gz.write(json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-            gz.write(b"\n")
+            gz.write(_line(doc))
     return buf.getvalue()
+
+
+def _line(doc: dict) -> bytes:
+    ordered = {k: doc[k] for k in DOC_KEYS if k in doc}
+    ordered.update({k: v for k, v in doc.items() if k not in ordered})
+    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
 def write_json(path: str, obj) -> None:
@@ -163,10 +426,25 @@ class DocumentStream:
         self.count = 0
 
     def write(self, doc: dict) -> None:
-        ordered = {k: doc[k] for k in DOC_KEYS if k in doc}
-        ordered.update({k: v for k, v in doc.items() if k not in ordered})
-        self._gz.write(json.dumps(ordered, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n")
+        self._gz.write(_line(doc))
         self.count += 1
 
     def close(self) -> None:
         self._gz.close()
+
+
+def step_documents(config, path: str, report: ReadReport | None = None) -> Iterator[dict]:
+    """`read_documents` of one shard with a step config's `skip_bad_documents`, `text_key` and `id_key`."""
+    return read_documents(
+        path, skip_bad=config.skip_bad_documents, report=report, text_key=config.text_key, id_key=config.id_key
+    )
+
+
+def check_keys(owner: str, text_key: str, id_key: str | None) -> None:
+    """Fail naming the config when its document keys cannot name a field."""
+    if not isinstance(text_key, str) or not text_key:
+        raise ValueError(f"{owner}.text_key must be a non-empty field name, got {text_key!r}")
+    if id_key is not None and (not isinstance(id_key, str) or not id_key):
+        raise ValueError(f"{owner}.id_key must be a non-empty field name or None, got {id_key!r}")
+    if id_key == text_key:
+        raise ValueError(f"{owner}: text_key and id_key are both {text_key!r}; they name different fields")

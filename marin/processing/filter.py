@@ -26,10 +26,11 @@ from dataclasses import asdict, dataclass
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    check_keys,
     encode_documents,
     list_shards,
-    read_documents,
     shard_name,
+    step_documents,
     write_json,
 )
 from marin.sharding import LEDGERS, ShardResources, run_shards
@@ -172,12 +173,17 @@ class FilterConfig(StepConfig):
     """How many removed documents to keep in removed_sample.jsonl.gz."""
     skip_bad_documents: bool = False
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
     workers: int = unversioned(1)
     """Processes to filter shards with when Ray is absent; the output does not depend on it."""
     shard_resources: ShardResources = unversioned(ShardResources())
     """What each shard asks of a Ray cluster when the step runs on one."""
 
     def validate(self) -> None:
+        check_keys("FilterConfig", self.text_key, self.id_key)
         if self.removed_sample_size < 0:
             raise ValueError(f"FilterConfig.removed_sample_size must be >= 0, got {self.removed_sample_size}")
         if self.workers < 1:
@@ -226,7 +232,7 @@ def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
     report = ReadReport()
     kept, sample = [], []
     removed: Counter = Counter()
-    for doc in read_documents(in_path, skip_bad=config.skip_bad_documents, report=report):
+    for doc in step_documents(config, in_path, report):
         dt_doc = Document(text=doc["text"], id=doc["id"], metadata=dict(doc["metadata"]))
         reason = None
         for name, flt in filters:

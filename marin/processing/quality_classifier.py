@@ -29,7 +29,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 
-from marin.processing.documents import EmptyInputError, ReadReport, list_shards, read_documents, write_json
+from marin.processing.documents import EmptyInputError, ReadReport, check_keys, list_shards, step_documents, write_json
 from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import join, write_bytes
 
@@ -88,8 +88,13 @@ class TrainQualityClassifierConfig(StepConfig):
     """fastText training threads. More than 1 is faster but gives a different model each run."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
 
     def validate(self) -> None:
+        check_keys("TrainQualityClassifierConfig", self.text_key, self.id_key)
         for name in ("positive_paths", "negative_paths"):
             value = getattr(self, name)
             if isinstance(value, str) or not value:
@@ -117,7 +122,7 @@ def _examples(config: TrainQualityClassifierConfig, paths: tuple[str, ...], labe
     docs: list[tuple[str, str]] = []
     for path in paths:
         for shard in list_shards(path):
-            for doc in read_documents(shard, skip_bad=config.skip_bad_documents, report=report):
+            for doc in step_documents(config, shard, report):
                 text = fasttext_text(doc["text"], config.max_chars)
                 if text:
                     docs.append((doc["id"], f"{label} {text}"))

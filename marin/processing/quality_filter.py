@@ -30,11 +30,12 @@ import numpy as np
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    check_keys,
     encode_documents,
     list_shards,
-    read_documents,
     read_json_many,
     shard_name,
+    step_documents,
     write_json,
 )
 from marin.processing.quality_classifier import INFO, MODEL, fasttext_text, positive_scores
@@ -66,10 +67,15 @@ class QualityFilterConfig(StepConfig):
     """Key of `metadata` the score is written under in kept documents."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
     workers: int = unversioned(1)
     """Processes scoring shards in parallel; the output does not depend on it."""
 
     def validate(self) -> None:
+        check_keys("QualityFilterConfig", self.text_key, self.id_key)
         if (self.threshold is None) == (self.keep_fraction is None):
             raise ValueError(
                 "QualityFilterConfig: set exactly one of threshold and keep_fraction, "
@@ -130,10 +136,7 @@ def score_shard(config: QualityFilterConfig, shard: QualityShard) -> dict:
     """First pass: the score of every document of one shard, saved as .scores/part-0000i.npy."""
     model, info = load_classifier(config.classifier)
     report = ReadReport()
-    lines = [
-        fasttext_text(doc["text"], info["max_chars"])
-        for doc in read_documents(shard.path, skip_bad=config.skip_bad_documents, report=report)
-    ]
+    lines = [fasttext_text(doc["text"], info["max_chars"]) for doc in step_documents(config, shard.path, report)]
     scores = np.array([round(s, 6) for s in positive_scores(model, lines)], dtype=np.float64)
     buf = io.BytesIO()
     np.save(buf, scores)
@@ -146,7 +149,7 @@ def keep_shard(config: QualityFilterConfig, shard: QualityShard) -> dict:
     scores = _read_scores(config, shard.index)
     report = ReadReport()
     kept = []
-    docs = read_documents(shard.path, skip_bad=config.skip_bad_documents, report=report)
+    docs = step_documents(config, shard.path, report)
     for n, doc in enumerate(docs):
         if n >= len(scores):
             raise RuntimeError(f"quality filter: {shard.path} has more documents than its scores; rerun from scratch")

@@ -40,6 +40,7 @@ import numpy as np
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    check_keys,
     list_shards,
     read_documents,
     write_json,
@@ -80,12 +81,17 @@ class TokenizeConfig(StepConfig):
     """Documents per tokenizer call (the output does not depend on it)."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
     workers: int = unversioned(1)
     """Processes tokenizing input shards in parallel when Ray is absent (1: inline). The output does not depend on it."""
     shard_resources: ShardResources = unversioned(ShardResources())
     """What each shard asks of a Ray cluster when the step runs on one."""
 
     def validate(self) -> None:
+        check_keys("TokenizeConfig", self.text_key, self.id_key)
         if self.batch_size < 1:
             raise ValueError(f"TokenizeConfig.batch_size must be >= 1, got {self.batch_size}")
         if self.workers < 1:
@@ -120,12 +126,18 @@ class ShardTexts:
     report: ReadReport
 
 
-def read_shard(shard_path: str, validation_fraction: float | None, skip_bad: bool) -> ShardTexts:
+def read_shard(
+    shard_path: str,
+    validation_fraction: float | None,
+    skip_bad: bool,
+    text_key: str = "text",
+    id_key: str | None = "id",
+) -> ShardTexts:
     """The texts of one input shard and the split of each (None: every document is validation)."""
     report = ReadReport()
     texts: list[str] = []
     splits: list[str] = []
-    for doc in read_documents(shard_path, skip_bad=skip_bad, report=report):
+    for doc in read_documents(shard_path, skip_bad=skip_bad, report=report, text_key=text_key, id_key=id_key):
         texts.append(doc["text"])
         to_validation = validation_fraction is None or is_validation(doc["id"], validation_fraction)
         splits.append("validation" if to_validation else "train")
@@ -166,6 +178,10 @@ class TokenizeJob:
     """Skip and count bad lines instead of failing."""
     batch_size: int
     """Documents per tokenizer call."""
+    text_key: str = "text"
+    """Field or column holding each document's text."""
+    id_key: str | None = "id"
+    """Field or column holding each document's id (None: derived from shard and row)."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +199,7 @@ class TokenizeShard:
 def tokenize_shard(job: TokenizeJob, shard: TokenizeShard) -> dict:
     """Tokenize one input shard into its part, start to end; returns its counts."""
     encoder = encoder_from_spec(job.encoder_spec)
-    texts = read_shard(shard.input_path, shard.validation_fraction, job.skip_bad)
+    texts = read_shard(shard.input_path, shard.validation_fraction, job.skip_bad, job.text_key, job.id_key)
     return write_part(shard.part_path, texts, encode_pipelined(encoder, texts.texts, job.batch_size))
 
 
@@ -259,7 +275,7 @@ def tokenize(config: TokenizeConfig) -> dict:
     register_encoder(spec_path, encoder)
     parts = run_shards(
         tokenize_shard,
-        TokenizeJob(spec_path, config.skip_bad_documents, config.batch_size),
+        TokenizeJob(spec_path, config.skip_bad_documents, config.batch_size, config.text_key, config.id_key),
         shards,
         desc="tokenize",
         ledger_dir=join(parts_root, LEDGERS),

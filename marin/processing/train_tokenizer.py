@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from marin.processing.documents import (
     EmptyInputError,
     ReadReport,
+    check_keys,
     list_shards,
-    read_documents,
+    step_documents,
     write_json,
 )
 from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
@@ -55,8 +56,13 @@ class TrainTokenizerConfig(StepConfig):
     """Train on at most this many documents (in shard order); None: all."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
+    text_key: str = versioned_unless_default("text")
+    """Field (JSON lines) or column (Parquet) holding each document's text."""
+    id_key: str | None = versioned_unless_default("id")
+    """Field or column holding each document's id; None: the corpus has none, ids are `<shard>/<row>`."""
 
     def validate(self) -> None:
+        check_keys("TrainTokenizerConfig", self.text_key, self.id_key)
         reserved = 256 + 2 + len(self.extra_special_tokens)
         if self.vocab_size <= reserved:
             raise ValueError(
@@ -77,7 +83,7 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
 
     def texts() -> Iterator[str]:
         for path in shards:
-            for doc in read_documents(path, skip_bad=config.skip_bad_documents, report=report):
+            for doc in step_documents(config, path, report):
                 if config.max_documents is not None and counts["documents"] >= config.max_documents:
                     return
                 counts["documents"] += 1
