@@ -101,9 +101,14 @@ def default_filter(
     c4_quality: C4QualityConfig | None = None,
     fineweb_quality: FineWebQualityConfig | None = None,
     skip_bad_documents: bool = False,
+    text_key: str = "text",
+    id_key: str | None = "id",
     workers: int = 1,
 ) -> ExecutorStep:
     """datatrove quality filters over `documents` into filtered/NAME.
+
+    Every document helper reads Parquet and JSON lines alike; `text_key` and `id_key` name the text and id
+    fields (`id_key=None`: the corpus has no ids, they are derived as `<shard>/<row>`; docs/data-steps.md).
 
     `language` enters the step's hash only when set (FilterConfig declares it so), so turning it on is a
     new step and leaving it off keeps the hashes filter steps had before the language filter existed.
@@ -120,6 +125,8 @@ def default_filter(
             c4_quality=c4_quality,
             fineweb_quality=fineweb_quality,
             skip_bad_documents=skip_bad_documents,
+            text_key=text_key,
+            id_key=id_key,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),
@@ -133,9 +140,16 @@ def default_dedup(
     exact: bool = True,
     fuzzy: MinHashConfig | None = MinHashConfig(),
     skip_bad_documents: bool = False,
+    text_key: str = "text",
+    id_key: str | None = "id",
+    max_removed_fraction: float | None = 0.8,
     workers: int = 1,
 ) -> ExecutorStep:
-    """Exact and MinHash deduplication of `documents` into deduped/NAME."""
+    """Exact and MinHash deduplication of `documents` into deduped/NAME.
+
+    The step refuses to publish when a source would lose more than `max_removed_fraction` of its documents
+    (docs/data-steps.md, "The dedup guard").
+    """
     return ExecutorStep(
         name=f"deduped/{name}",
         fn=dedup_documents,
@@ -145,6 +159,9 @@ def default_dedup(
             exact=exact,
             fuzzy=fuzzy,
             skip_bad_documents=skip_bad_documents,
+            text_key=text_key,
+            id_key=id_key,
+            max_removed_fraction=max_removed_fraction,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),
@@ -160,6 +177,8 @@ def default_tokenizer(
     bos_token: str = "<|begin_of_text|>",
     eos_token: str = "<|end_of_text|>",
     extra_special_tokens: tuple[str, ...] = (),
+    text_key: str = "text",
+    id_key: str | None = "id",
     max_documents: int | None = None,
 ) -> ExecutorStep:
     """A byte-level BPE trained on `documents`, saved as a transformers folder in tokenizers/NAME."""
@@ -174,6 +193,8 @@ def default_tokenizer(
             bos_token=bos_token,
             eos_token=eos_token,
             extra_special_tokens=tuple(extra_special_tokens),
+            text_key=text_key,
+            id_key=id_key,
             max_documents=max_documents,
         ),
         resources=ResourceConfig(cpu=1),
@@ -187,6 +208,8 @@ def default_tokenize(
     *,
     validation: StepInput | None = None,
     validation_fraction: float = 0.05,
+    text_key: str = "text",
+    id_key: str | None = "id",
     batch_size: int = 1024,
 ) -> ExecutorStep:
     """Levanter caches (train/, validation/) of `documents` with `tokenizer` (a step or a folder) in tokenized/NAME."""
@@ -199,6 +222,8 @@ def default_tokenize(
             output_path=this_output_path(),
             validation_path=_input(validation) if validation is not None else None,
             validation_fraction=0.0 if validation is not None else validation_fraction,
+            text_key=text_key,
+            id_key=id_key,
             batch_size=batch_size,
         ),
         resources=ResourceConfig(cpu=1),
@@ -213,7 +238,8 @@ def default_quality_classifier(
 ) -> ExecutorStep:
     """A fastText classifier telling `positive` documents (steps or paths) from `negative` ones, in classifiers/NAME.
 
-    `options` are TrainQualityClassifierConfig fields (validation_fraction, seed, epoch, dim, bucket, ...).
+    `options` are TrainQualityClassifierConfig fields (validation_fraction, seed, epoch, dim, bucket, text_key,
+    id_key, ...).
     """
     return ExecutorStep(
         name=f"classifiers/{name}",
@@ -236,6 +262,8 @@ def default_quality_filter(
     threshold: float | None = 0.5,
     keep_fraction: float | None = None,
     attribute: str = "quality_score",
+    text_key: str = "text",
+    id_key: str | None = "id",
     workers: int = 1,
 ) -> ExecutorStep:
     """The documents `classifier` scores at least `threshold` (or the best `keep_fraction`), in quality/NAME."""
@@ -249,6 +277,8 @@ def default_quality_filter(
             threshold=None if keep_fraction is not None else threshold,
             keep_fraction=keep_fraction,
             attribute=attribute,
+            text_key=text_key,
+            id_key=id_key,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),
@@ -263,6 +293,8 @@ def default_decontaminate(
     n_grams: int = 13,
     min_overlapping_ngrams: int = 1,
     mode: str = "remove",
+    text_key: str = "text",
+    id_key: str | None = "id",
     workers: int = 1,
 ) -> ExecutorStep:
     """`documents` without (mode "remove") or marking (mode "mark") those sharing n-grams with `eval_sets`,
@@ -277,6 +309,8 @@ def default_decontaminate(
             n_grams=n_grams,
             min_overlapping_ngrams=min_overlapping_ngrams,
             mode=mode,
+            text_key=text_key,
+            id_key=id_key,
             workers=workers,
         ),
         resources=ResourceConfig(cpu=workers),

@@ -198,9 +198,11 @@ def _guard(config: DedupConfig, paths: list[str], sources: dict[str, dict], reso
     """Refuse to publish when a source would lose more than `max_removed_fraction`, leaving the evidence."""
     limit = config.max_removed_fraction
     if limit is None:
+        delete(join(config.output_path, GUARD_REPORT))
         return
     over = {name: s for name, s in sources.items() if s["removed"] > limit * s["documents"]}
     if not over:
+        delete(join(config.output_path, GUARD_REPORT))  # a refused earlier attempt's report, now answered
         return
     report = {
         "max_removed_fraction": limit,
