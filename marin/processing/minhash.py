@@ -39,6 +39,9 @@ BATCH_SHINGLES = 1 << 12
 hashes the (shingles x hashes) matrix is 3.5 MB, which stays in cache."""
 WORD_CACHE_LIMIT = 1 << 20
 """Distinct whitespace chunks whose spaCy tokenization is kept; the cache is cleared past this."""
+SEGMENT_CHARS = 1 << 20
+"""A longer simplified text is signed one segment (cut at a space) at a time, carrying the last n-1
+words over: memory bounded by a segment's words and shingles, the same signature as the whole text."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,7 +143,46 @@ class MinHasher:
 
     def signatures(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(signatures uint64 [docs with shingles, num_hashes], indices into texts of those docs)."""
-        per_doc = [self.shingles(t) for t in texts]
+        long = {i: self._long_signature(t) for i, t in enumerate(texts) if len(t) > SEGMENT_CHARS}
+        per_doc = [[] if i in long else self.shingles(t) for i, t in enumerate(texts)]
+        short = self._short_signatures(per_doc)
+        has = np.array([i for i in range(len(texts)) if per_doc[i] or long.get(i) is not None], dtype=np.int64)
+        if not long:
+            return short, has
+        sigs = np.empty((len(has), self.num_hashes), dtype=np.uint64)
+        from_short = 0
+        for row, i in enumerate(has.tolist()):
+            if i in long:
+                sigs[row] = long[i]
+            else:
+                sigs[row] = short[from_short]
+                from_short += 1
+        return sigs, has
+
+    def _long_signature(self, text: str) -> np.ndarray | None:
+        """The signature of one long text, a segment of SEGMENT_CHARS at a time (see SEGMENT_CHARS)."""
+        simplified = simplify(text)
+        n = self.config.n_grams
+        h = xxhash.xxh64_intdigest
+        sig: np.ndarray | None = None
+        carry: list[str] = []
+        start = 0
+        while start < len(simplified):
+            stop = simplified.find(" ", start + SEGMENT_CHARS)
+            stop = len(simplified) if stop < 0 else stop
+            words = carry + self.words(simplified[start:stop])
+            start = stop + 1
+            for lo in range(0, max(0, len(words) - n + 1), BATCH_SHINGLES):
+                hi = min(lo + BATCH_SHINGLES, len(words) - n + 1)
+                flat = np.fromiter(
+                    (h(" ".join(words[i : i + n])) for i in range(lo, hi)), dtype=np.uint64, count=hi - lo
+                ).reshape(-1, 1)
+                part = self._permuted(flat).min(axis=0)
+                sig = part if sig is None else np.minimum(sig, part)
+            carry = words[len(words) - (n - 1) :] if n > 1 else []
+        return sig
+
+    def _short_signatures(self, per_doc: list[list[int]]) -> np.ndarray:
         has = np.array([i for i, s in enumerate(per_doc) if s], dtype=np.int64)
         sigs = np.empty((len(has), self.num_hashes), dtype=np.uint64)
         start = 0
@@ -157,7 +199,7 @@ class MinHasher:
             offsets = np.concatenate(([0], np.cumsum(lengths[:-1]))).astype(np.int64)
             sigs[start:stop] = np.minimum.reduceat(phv, offsets, axis=0)
             start = stop
-        return sigs, has
+        return sigs
 
     def _permuted(self, shingles: np.ndarray) -> np.ndarray:
         """datatrove's `(h * a + b) % (2^61 - 1)` in uint64 (wrapping), the modulo done by shifts, in reused

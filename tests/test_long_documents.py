@@ -1,0 +1,52 @@
+"""Long documents are processed in bounded pieces: MinHash signs a long text segment by segment (the same
+signature as the whole text), the exact key collapses whitespace without a list of words, and the reader
+joins a long line once. Time and memory at 5 MB and 50 MB are measured in benchmarks/data_bench.py."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import numpy as np
+
+from marin.processing import minhash
+from marin.processing.dedup_stages import exact_key
+from marin.processing.documents import read_documents
+from tests.data_docs import english_doc
+
+
+def test_a_long_text_is_signed_in_bounded_segments_with_the_whole_texts_signature(monkeypatch):
+    rng = random.Random(3)
+    texts = [english_doc(rng, 3000), "Too short.", english_doc(rng, 40), english_doc(rng, 2000)]
+    hasher = minhash.MinHasher(minhash.MinHashConfig())
+    whole = hasher._short_signatures([hasher.shingles(t) for t in texts])
+
+    monkeypatch.setattr(minhash, "SEGMENT_CHARS", 1000)
+    monkeypatch.setattr(minhash, "BATCH_SHINGLES", 64)
+    seen = []
+    permuted = hasher._permuted
+    monkeypatch.setattr(hasher, "_permuted", lambda flat: seen.append(len(flat)) or permuted(flat))
+    monkeypatch.setattr(hasher, "shingles", lambda t: (_ for _ in ()).throw(AssertionError("a long text unsegmented")))
+    segmented, has = hasher.signatures([texts[0], texts[3]])
+    assert np.array_equal(segmented, whole[[0, 2]]) and has.tolist() == [0, 1]
+    assert seen and max(seen) <= 64
+
+
+def test_the_exact_key_collapses_every_kind_of_whitespace_as_split_does():
+    import hashlib
+    import unicodedata
+
+    text = "A\u2003 b\t\n\x1c c\u00a0D \u3000e\u0085 "
+    norm = " ".join(unicodedata.normalize("NFKC", text).lower().split())
+    digest = hashlib.blake2b(norm.encode(), digest_size=16).digest()
+    assert exact_key(text) == (int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big"))
+
+
+def test_a_5_mb_single_line_document_reads_whole(tmp_path):
+    text = english_doc(random.Random(4), 900_000).replace("\n", " ")
+    assert len(text) > 5_000_000
+    path = tmp_path / "part-00000.jsonl.gz"
+    path.write_bytes(gzip.compress(json.dumps({"id": "long", "text": text}).encode() + b"\n", compresslevel=1))
+    (doc,) = read_documents(str(path))
+    assert doc["text"] == text
