@@ -17,6 +17,12 @@ Parts (`--parts`, comma-separated):
   2048-token BPE our train_tokenizer step trains on the first shard;
 - filter: our filter step vs the same datatrove filters (FilterConfig defaults) run directly,
   JsonlReader -> filters -> JsonlWriter on LocalPipelineExecutor.
+- parquet: the `--compare-scale` corpus written as Parquet (zstd, row groups of 1024 rows), read by
+  our `read_documents` and by pyarrow's own `ParquetFile.iter_batches` on the same files, in the
+  same process, alternating, best of `--rounds`: pyarrow producing the same Python values
+  (`to_pylist` of every column) and pyarrow decoding only (no Python objects);
+- long: one document of 5 MB and one of 50 MB (a single line) through filter, dedup and tokenize,
+  each in a fresh process: wall time and peak RSS.
 
 Per-core throughput is MB of text per CPU-second (the step's processes together), which does not
 depend on how many of the machine's cores other work took; wall MB/s is printed beside it.
@@ -140,6 +146,8 @@ def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> 
             "tokens": sum(len(e.ids) for e in encoded),
             "excluding_read_s": time.perf_counter() - started,
         }
+    if side.startswith("long-"):
+        return run_long(side.removeprefix("long-"), corpus, out, tokenizer)
     if side == "filter":
         from marin.processing.filter import FilterConfig, filter_documents
 
@@ -209,6 +217,21 @@ def run_datatrove_filters(corpus: str, out: str, workers: int) -> dict:
         start_method="spawn",
     ).run()
     return {"kept": len(_ids(f"{out}/out"))}
+
+
+def run_long(step: str, corpus: str, out: str, tokenizer: str) -> dict:
+    if step == "filter":
+        from marin.processing.filter import FilterConfig, filter_documents
+
+        return {"kept": filter_documents(FilterConfig(input_path=corpus, output_path=out))["kept"]}
+    if step == "dedup":
+        from marin.processing.dedup import DedupConfig, dedup_documents
+
+        return {"kept": dedup_documents(DedupConfig(input_path=corpus, output_path=out))["kept"]}
+    from marin.processing.tokenize import TokenizeConfig, tokenize
+
+    stats = tokenize(TokenizeConfig(input_path=corpus, tokenizer=tokenizer, output_path=out, validation_fraction=0))
+    return {"tokens": stats["train"]["tokens"]}
 
 
 def measure(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> dict:
@@ -369,6 +392,103 @@ def part_filter(args, work, root) -> dict:
     return {"mb": mb, "ours": ours, "datatrove": theirs}
 
 
+def to_parquet(corpus: str, out: str) -> str:
+    """The corpus's shards as Parquet (same rows, metadata as a JSON string column), written once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from marin.processing.documents import list_shards, read_documents
+
+    if os.path.isdir(out):
+        return out
+    os.makedirs(out + ".tmp", exist_ok=True)
+    for path in list_shards(corpus):
+        rows = [
+            {"id": d["id"], "text": d["text"], "source": d["source"], "meta": json.dumps(d["metadata"])}
+            for d in read_documents(path)
+        ]
+        name = os.path.basename(path).replace(".jsonl.gz", ".parquet")
+        pq.write_table(
+            pa.Table.from_pylist(rows), os.path.join(out + ".tmp", name), row_group_size=1024, compression="zstd"
+        )
+    os.rename(out + ".tmp", out)
+    return out
+
+
+def part_parquet(args, work, root) -> dict:
+    import pyarrow.parquet as pq
+
+    from marin.processing.documents import list_shards, read_documents
+
+    folder = to_parquet(view(work, root, args.compare_scale), os.path.join(work, f"parquet-x{args.compare_scale}"))
+    files = list_shards(folder)
+    mb = sum(os.path.getsize(f) for f in files) / 1e6
+
+    def ours() -> int:
+        return sum(len(d["text"]) for f in files for d in read_documents(f))
+
+    def pyarrow_values() -> int:
+        n = 0
+        for f in files:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=1024):
+                columns = [c.to_pylist() for c in batch.columns]
+                n += sum(len(t) for t in columns[batch.schema.names.index("text")])
+        return n
+
+    def pyarrow_decode() -> int:
+        return sum(batch.num_rows for f in files for batch in pq.ParquetFile(f).iter_batches(batch_size=1024))
+
+    best = {"ours": float("inf"), "pyarrow_values": float("inf"), "pyarrow_decode": float("inf")}
+    for _ in range(args.rounds):
+        for name, fn in (("ours", ours), ("pyarrow_values", pyarrow_values), ("pyarrow_decode", pyarrow_decode)):
+            started = time.process_time()
+            fn()
+            best[name] = min(best[name], time.process_time() - started)
+    for name, t in best.items():
+        print(f"parquet read {name:16s} CPU {t:6.2f} s  ({mb / t:6.1f} MB/s of Parquet per core)")
+    print(f"parquet: ours / pyarrow iter_batches+to_pylist: {best['pyarrow_values'] / best['ours']:.2f} (goal >= 0.9)")
+    print(
+        f"parquet: ours / pyarrow iter_batches decoding only: {best['pyarrow_decode'] / best['ours']:.2f}", flush=True
+    )
+    return {"parquet_mb": mb, "files": len(files), **{f"{k}_cpu_s": v for k, v in best.items()}}
+
+
+def part_long(args, work, root) -> dict:
+    """One 5 MB and one 50 MB single-line document through filter, dedup and tokenize (fresh processes)."""
+    import gzip
+    import random
+
+    from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+    from tests.data_docs import english_doc
+
+    tok = os.path.join(work, "tokenizer")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+        train_tokenizer(TrainTokenizerConfig(input_path=_first_shard(work, root), output_path=tok, vocab_size=2048))
+    rows = {}
+    for mb in args.long_mb:
+        corpus = os.path.join(work, f"long-{mb}mb")
+        if not os.path.isdir(corpus):
+            rng = random.Random(mb)
+            parts, size = [], 0
+            while size < mb * 1_000_000:
+                parts.append(english_doc(rng, 2000).replace("\n", " "))
+                size += len(parts[-1]) + 1
+            line_ = json.dumps({"id": f"long-{mb}", "text": " ".join(parts)}).encode() + b"\n"
+            os.makedirs(corpus + ".tmp")
+            with open(os.path.join(corpus + ".tmp", "part-00000.jsonl.gz"), "wb") as f:
+                f.write(gzip.compress(line_, compresslevel=1))
+            os.rename(corpus + ".tmp", corpus)
+        for step in args.long_steps:
+            r = fresh(f"long-{step}", corpus, work, 1, tok)
+            rows[f"{step}-{mb}mb"] = r
+            print(
+                f"long document {mb:3d} MB {step:9s} wall {r['wall']:7.1f} s  CPU {r['cpu']:7.1f} s  "
+                f"RSS driver {r['rss_driver_mb']:6.0f} MB, largest worker {r['rss_worker_mb']:6.0f} MB",
+                flush=True,
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default="/tmp/marin-data-bench", help="kept between runs (the corpus is reused)")
@@ -377,6 +497,9 @@ def main() -> None:
     parser.add_argument("--compare-scale", type=int, default=1)
     parser.add_argument("--parts", default="dedup,tokenize,filter,scale", help="run in this order")
     parser.add_argument("--docs-per-shard", type=int, default=DOCS_PER_SHARD, help="smaller for a quick try")
+    parser.add_argument("--rounds", type=int, default=3, help="parquet part: best of this many reads")
+    parser.add_argument("--long-mb", default="5,50", help="long part: document sizes in MB")
+    parser.add_argument("--long-steps", default="filter,dedup,tokenize", help="long part: steps, in order")
     parser.add_argument("--results", default=None, help="write every figure to this JSON file")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -387,6 +510,8 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.corpus, args.out, args.workers, args.tokenizer)))
         return
     args.scales = [int(s) for s in args.scales.split(",")]
+    args.long_mb = [int(s) for s in args.long_mb.split(",")]
+    args.long_steps = args.long_steps.split(",")
     work = os.path.abspath(args.workdir)
     os.makedirs(work, exist_ok=True)
     results = {"workers": args.workers, "cores": os.cpu_count()}
@@ -405,6 +530,10 @@ def main() -> None:
             results["tokenize"] = part_tokenize(args, work, corpus(args.compare_scale)[0])
         elif part == "filter":
             results["filter"] = part_filter(args, work, corpus(args.compare_scale)[0])
+        elif part == "parquet":
+            results["parquet"] = part_parquet(args, work, corpus(args.compare_scale)[0])
+        elif part == "long":
+            results["long"] = part_long(args, work, corpus(args.compare_scale)[0])
         else:
             raise SystemExit(f"unknown part {part!r}")
         if args.results:

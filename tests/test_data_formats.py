@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from pathlib import Path
 
 import fsspec
@@ -216,3 +217,12 @@ def test_the_guard_refuses_to_publish_when_a_source_would_be_wiped_out(tmp_path)
     }
     assert len(read_shard(out / "part-00000.jsonl.gz")) == 7
     assert not (out / "dedup_guard.json").exists()
+
+    from starlette.testclient import TestClient
+
+    from marin.browser.app import create_app
+
+    page = TestClient(create_app([str(tmp_path)])).get("/dups/0/out").text
+    table = page.split('id="removals-by-source"')[1].split("</table>")[0]
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in table.split("<tr>")[2:]]
+    assert rows == [["synthetic", "10", "9", "90.0%"], ["web", "6", "0", "0.0%"]]

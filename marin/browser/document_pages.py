@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from marin.browser import previews
 from marin.browser.documents import SCAN_LIMIT, TEXT_FIELDS, DocQuery, describe, scan
-from marin.browser.html import error_box, esc, note, page, url_file, url_step
+from marin.browser.html import error_box, esc, note, page, table, url_file, url_step
 from marin.browser.previews import MAX_LINE, _Lines, _open_stream, compression_of
 from marin.storage.layout import info_path
 
@@ -133,6 +133,29 @@ def _removed_lines(fs, path: str, offset: int, n: int, match=None) -> tuple[list
     return entries, nxt, at_end
 
 
+def _removals_by_source(fs, step_full: str) -> str:
+    """A table of the step's removals per source (`sources` in its stats.json), or nothing without one."""
+    try:
+        stats = json.loads(fs.cat_file(posixpath.join(step_full, "stats.json")))
+        sources = stats["sources"]
+        rows = [
+            [
+                esc(name),
+                (f"{s['documents']:,}", s["documents"]),
+                (f"{s['removed']:,}", s["removed"]),
+                (f"{s['removed_fraction']:.1%}", s["removed_fraction"]),
+            ]
+            for name, s in sorted(sources.items())
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return ""
+    return (
+        '<section class="by-source"><h3>Removals per source</h3>'
+        + table(["source", "documents", "removed", "removed fraction"], rows, tid="removals-by-source")
+        + "</section>"
+    )
+
+
 def duplicates_page(roots, index: int, rel: str, offset: int = 0, n: int = 20, doc_id: str | None = None) -> str:
     root, rel, full = roots.resolve(index, rel)
     crumbs = [("experiments", "/"), (rel, url_step(index, rel)), ("duplicates", None)]
@@ -178,6 +201,8 @@ def duplicates_page(roots, index: int, rel: str, offset: int = 0, n: int = 20, d
                 out.append(f'<div class="pair">{box}</div>')
         title = f"document {doc_id}"
     else:
+        if offset == 0:
+            out.append(_removals_by_source(root.fs, full))
         for e in entries:
             removed_id = str(e.get("id")) if e.get("id") is not None else None
             keeper = str(e.get("duplicate_of")) if e.get("duplicate_of") is not None else None
