@@ -37,6 +37,7 @@ order, so the same documents give the same bytes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import io
 import json
@@ -322,7 +323,9 @@ def _parquet_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tupl
     import pyarrow.parquet as pq
 
     stem = shard_stem(path)
-    with fsspec.open(path, "rb") as f:
+    fs, local = fsspec.core.url_to_fs(path)
+    # a local file is opened by pyarrow itself (native reads); a bucket's through fsspec
+    with contextlib.nullcontext(local) if _is_local(fs) else fs.open(local, "rb") as f:
         try:
             pf = pq.ParquetFile(f)
         except (pa.ArrowException, OSError) as e:
@@ -338,19 +341,55 @@ def _parquet_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tupl
             raise BadShardError(
                 f"{path}: no id column {id_key!r} (columns: {', '.join(names)}); set id_key, or id_key=None to derive ids"
             )
+        source_type = schema.field("source").type if "source" in names else None
+        plain = "metadata" not in names and (source_type is None or pa.types.is_string(source_type))
+        extras = sorted(n for n in names if n not in (text_key, id_key, "source"))
         row = 0
         try:
             for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
                 columns = {name: _pylist(batch.column(i)) for i, name in enumerate(batch.schema.names)}
-                for i in range(batch.num_rows):
-                    obj = {name: values[i] for name, values in columns.items()}
-                    if obj.get(text_key) is None:
-                        yield row, f"missing_text: {text_key!r} is null", None
-                    else:
-                        yield (row, *_document(obj, text_key, id_key, stem, row))
-                    row += 1
+                if plain:
+                    rows = _plain_rows(columns, row, text_key, id_key, stem, extras)
+                else:
+                    rows = _general_rows(columns, row, batch.num_rows, text_key, id_key, stem)
+                yield from rows
+                row += batch.num_rows
         except (pa.ArrowException, OSError) as e:
-            raise BadShardError(f"{path}: unreadable Parquet data after row {row} ({e})") from None
+            raise BadShardError(f"{path}: unreadable Parquet data in the rows from {row} ({e})") from None
+
+
+def _is_local(fs) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
+
+
+def _plain_rows(columns: dict, first: int, text_key: str, id_key: str | None, stem: str, extras: list[str]):
+    """Rows of a batch without a `metadata` column (string `source`, if any): built column by column,
+    the same documents as `_document` builds from each row."""
+    texts = columns[text_key]
+    n = len(texts)
+    ids = columns[id_key] if id_key is not None else range(first, first + n)
+    sources = columns.get("source") or [""] * n
+    metas = zip(*(columns[name] for name in extras), strict=True) if extras else ((),) * n
+    for i, (text, doc_id, source, values) in enumerate(zip(texts, ids, sources, metas, strict=True)):
+        if type(text) is not str:
+            yield first + i, f"missing_text: {text_key!r} is null", None
+        elif doc_id is None:
+            yield first + i, f"missing_id: document has no {id_key!r} field (set id_key=None to derive ids)", None
+        else:
+            doc_id = f"{stem}/{doc_id}" if id_key is None else (doc_id if type(doc_id) is str else str(doc_id))
+            metadata = dict(zip(extras, values, strict=True))
+            yield first + i, None, {"id": doc_id, "text": text, "source": source or "", "metadata": metadata}
+
+
+def _general_rows(columns: dict, first: int, n: int, text_key: str, id_key: str | None, stem: str):
+    for i in range(n):
+        obj = {name: values[i] for name, values in columns.items()}
+        if obj.get(text_key) is None:
+            yield first + i, f"missing_text: {text_key!r} is null", None
+        else:
+            yield (first + i, *_document(obj, text_key, id_key, stem, first + i))
 
 
 def _pylist(column) -> list:
