@@ -64,7 +64,7 @@ class DecontaminateConfig(StepConfig):
     """Compare `input_path` with `eval_sets` by n-grams; remove or mark what overlaps."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) training shards (any fsspec path)."""
+    """Folder of training document shards, Parquet or JSON lines, on any fsspec path."""
     eval_sets: dict[str, str] = input_field("evaluation documents")
     """Evaluation sets by name: folders (or shard files) of Dolma documents, steps or plain paths."""
     output_path: str = output_field()

@@ -11,8 +11,13 @@ corpus; the one task that sees everything, resolve, holds only the duplicates an
 Intermediate files live in `output_path/.work/` and are deleted when the step succeeds; a rerun
 after a crash skips every task that had finished.
 
+Before anything is published, a guard counts removals per source (the `source` field, else the input
+shard) and refuses, with `SourceWipeoutError` and the largest clusters in `dedup_guard.json`, when a
+source would lose more than `max_removed_fraction` of its documents: a whole source over-merged, or
+templated documents that differ only in their slots, is then seen before training, not after.
+
 Output: `part-0000i.jsonl.gz` (kept documents of input shard i, input order), `stats.json` (documents,
-kept, removed, exact removed, fuzzy clusters and removed, bad lines skipped) and `removed_ids.jsonl`
+kept, removed, exact removed, fuzzy clusters and removed, removals per source, bad lines skipped) and `removed_ids.jsonl`
 (one line per removed document, per shard the exact ones then the fuzzy ones: `id`, `reason` exact|fuzzy, `duplicate_of` the kept
 document's id). The output does not depend on `workers` or `partitions`.
 """
@@ -49,7 +54,7 @@ class DedupConfig(StepConfig):
     """Deduplicate every shard under `input_path` into `output_path`."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
     output_path: str = output_field()
     """Folder to write kept shards, stats.json and removed_ids.jsonl into."""
     exact: bool = True

@@ -155,7 +155,7 @@ class FilterConfig(StepConfig):
     """Filter every shard under `input_path` into `output_path`."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
     output_path: str = output_field()
     """Folder to write kept shards, stats.json and removed_sample.jsonl.gz into."""
     language: LanguageConfig | None = versioned_unless_default(None)

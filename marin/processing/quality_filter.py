@@ -54,7 +54,7 @@ class QualityFilterConfig(StepConfig):
     """Score every document under `input_path` with `classifier` and keep the high scorers."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
     classifier: str = input_field("quality classifier", holds_any=(MODEL,))
     """A train_quality_classifier step's output (model.bin and classifier_info.json)."""
     output_path: str = output_field()

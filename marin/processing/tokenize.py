@@ -68,7 +68,7 @@ class TokenizeConfig(StepConfig):
     """Tokenize `input_path` (and `validation_path`) into Levanter caches under `output_path`."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
     tokenizer: str = input_field("tokenizer folder", holds_any=("tokenizer.json", "tokenizer_config.json"))
     """A transformers tokenizer folder (a train_tokenizer step's output, or any path)."""
     output_path: str = output_field()

@@ -39,7 +39,7 @@ class TrainTokenizerConfig(StepConfig):
     """Train a byte-level BPE on the documents under `input_path`."""
 
     input_path: str = input_field("documents")
-    """Folder of Dolma jsonl(.gz) shards (any fsspec path)."""
+    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
     output_path: str = output_field()
     """Folder to save the tokenizer into (a transformers tokenizer folder)."""
     vocab_size: int = 1024
