@@ -33,11 +33,14 @@ def test_a_long_text_is_signed_in_bounded_segments_with_the_whole_texts_signatur
     assert seen and max(seen) <= 64
 
 
-def test_the_exact_key_collapses_every_kind_of_whitespace_as_split_does():
+def test_the_exact_key_collapses_every_kind_of_whitespace_as_split_does(monkeypatch):
     import hashlib
     import unicodedata
 
-    text = "A\u2003 b\t\n\x1c c\u00a0D \u3000e\u0085 "
+    from marin.processing import dedup_stages
+
+    monkeypatch.setattr(dedup_stages, "EXACT_SEGMENT_CHARS", 3)
+    text = "A\u2003 b\t\n\x1c c\u00a0D \u3000e\u0085 " * 50 + "  ﬁn  "
     norm = " ".join(unicodedata.normalize("NFKC", text).lower().split())
     digest = hashlib.blake2b(norm.encode(), digest_size=16).digest()
     assert exact_key(text) == (int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big"))
@@ -50,3 +53,13 @@ def test_a_5_mb_single_line_document_reads_whole(tmp_path):
     path.write_bytes(gzip.compress(json.dumps({"id": "long", "text": text}).encode() + b"\n", compresslevel=1))
     (doc,) = read_documents(str(path))
     assert doc["text"] == text
+
+
+def test_segments_keep_every_word_of_simplify_across_their_cuts():
+    rng = random.Random(6)
+    pieces = ["x\x1c", "\u0301é", "12,5", "Hello,", "--", "naïve", "İstanbul", "\t\n", "ok"]
+    text = " ".join(rng.choice(pieces + english_doc(rng, 3).split()) for _ in range(4000))
+    hasher = minhash.MinHasher(minhash.MinHashConfig())
+    whole = hasher.words(minhash.simplify(text))
+    pieced = [w for seg in minhash.segments(text, 50) for w in hasher.words(minhash.simplify(seg))]
+    assert len(list(minhash.segments(text, 50))) > 100 and pieced == whole

@@ -28,7 +28,6 @@ import hashlib
 import json
 import logging
 import math
-import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cache
@@ -133,17 +132,27 @@ class ResolveTask:
     """Each shard's source labels, in the order of its `scan/i.src` indices."""
 
 
-_WHITESPACE = re.compile(r"\s+")
-"""Runs of what `str.isspace` calls whitespace (the same characters as `str.split()`)."""
+EXACT_SEGMENT_CHARS = 1 << 20
+"""The exact key's whitespace is collapsed a segment (cut at a space) at a time: bounded memory."""
 
 
 def exact_key(text: str) -> tuple[int, int]:
     """The 128-bit blake2b of the text NFKC-normalized, lowercased, whitespace-collapsed, as (hi, lo).
 
-    Whitespace is collapsed by one regex substitution, not `" ".join(text.split())`, which would hold
-    every word of a long document as its own string object (the same result, in linear memory)."""
-    norm = _WHITESPACE.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
-    digest = hashlib.blake2b(norm.encode("utf-8"), digest_size=16).digest()
+    The collapsed text is `" ".join(text.split())`, hashed a segment at a time (cut at a space, which
+    `split` separates at anyway), so a long document is never held as a list of its words."""
+    norm = unicodedata.normalize("NFKC", text).lower()
+    h = hashlib.blake2b(digest_size=16)
+    start, first = 0, True
+    while start < len(norm):
+        stop = norm.find(" ", start + EXACT_SEGMENT_CHARS)
+        stop = len(norm) if stop < 0 else stop
+        words = norm[start:stop].split()
+        if words:
+            h.update((("" if first else " ") + " ".join(words)).encode("utf-8"))
+            first = False
+        start = stop + 1
+    digest = h.digest()
     return int.from_bytes(digest[:8], "big"), int.from_bytes(digest[8:], "big")
 
 

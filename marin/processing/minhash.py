@@ -40,7 +40,7 @@ hashes the (shingles x hashes) matrix is 3.5 MB, which stays in cache."""
 WORD_CACHE_LIMIT = 1 << 20
 """Distinct whitespace chunks whose spaCy tokenization is kept; the cache is cleared past this."""
 SEGMENT_CHARS = 1 << 20
-"""A longer simplified text is signed one segment (cut at a space) at a time, carrying the last n-1
+"""A longer text is simplified and signed one segment (`segments`) at a time, carrying the last n-1
 words over: memory bounded by a segment's words and shingles, the same signature as the whole text."""
 
 
@@ -104,6 +104,23 @@ def simplify(text: str) -> str:
     return text.strip()
 
 
+def segments(text: str, size: int):
+    """`text` in pieces of about `size` characters, each cut at a space between two alphanumeric characters.
+
+    The words of `simplify` of the pieces, in order, are the words of `simplify` of the whole text: such
+    a space stays a word boundary through every step of `simplify` (lowercasing, numbers, punctuation to
+    spaces, whitespace runs, dropped combining marks), and no step reaches across it. A text without
+    such a space is one piece."""
+    start = 0
+    while start < len(text):
+        stop = text.find(" ", start + size)
+        while 0 < stop < len(text) - 1 and not (text[stop - 1].isalnum() and text[stop + 1].isalnum()):
+            stop = text.find(" ", stop + 1)
+        stop = len(text) if stop < 0 or stop >= len(text) - 1 else stop
+        yield text[start:stop]
+        start = stop + 1
+
+
 class MinHasher:
     """Signatures and band digests of documents for one MinHashConfig (one per process, reused)."""
 
@@ -160,18 +177,13 @@ class MinHasher:
         return sigs, has
 
     def _long_signature(self, text: str) -> np.ndarray | None:
-        """The signature of one long text, a segment of SEGMENT_CHARS at a time (see SEGMENT_CHARS)."""
-        simplified = simplify(text)
+        """The signature of one long text, a segment at a time (see SEGMENT_CHARS and `segments`)."""
         n = self.config.n_grams
         h = xxhash.xxh64_intdigest
         sig: np.ndarray | None = None
         carry: list[str] = []
-        start = 0
-        while start < len(simplified):
-            stop = simplified.find(" ", start + SEGMENT_CHARS)
-            stop = len(simplified) if stop < 0 else stop
-            words = carry + self.words(simplified[start:stop])
-            start = stop + 1
+        for segment in segments(text, SEGMENT_CHARS):
+            words = carry + self.words(simplify(segment))
             for lo in range(0, max(0, len(words) - n + 1), BATCH_SHINGLES):
                 hi = min(lo + BATCH_SHINGLES, len(words) - n + 1)
                 flat = np.fromiter(
