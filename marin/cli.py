@@ -71,10 +71,10 @@ def cmd_run(ns) -> int:
 def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
-    from marin.execution.main import resolve_prefix
+    from marin.execution.main import cache_from_of, resolve_prefix
 
     def action(steps, description, cfg):
-        executor = Executor(resolve_prefix(cfg.prefix), backend="local")
+        executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))
         plan = executor.plan_dag(steps)
         decisions = executor.decide(
             plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
@@ -113,14 +113,16 @@ def cmd_rerun(ns) -> int:
     from marin.execution.rerun import rerun_main
 
     args = [*ns.args]
-    for flag in ("dry_run", "force_run_failed", "rerun_code_changed"):
+    for flag in ("dry_run", "force_run_failed", "rerun_code_changed", "cache_code_changed"):
         if getattr(ns, flag):
             args.append(f"--{flag}")
-    for flag in ("max_concurrent", "backend", "ray_address"):
+    for flag in ("max_concurrent", "backend", "ray_address", "cache_mode"):
         if getattr(ns, flag) is not None:
             args += [f"--{flag}", str(getattr(ns, flag))]
     if ns.run_only:
         args += ["--run_only", *ns.run_only]
+    if ns.cache_from:
+        args += ["--cache_from", *ns.cache_from]
     return rerun_main(ns.record, ns.prefix, args, code=ns.code)
 
 
@@ -214,6 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_concurrent", type=int, default=None, help="at most this many steps at once")
     p.add_argument("--backend", choices=("ray", "local"), default=None, help="ray (default) or local threads")
     p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
+    p.add_argument(
+        "--cache_from",
+        action="append",
+        default=None,
+        metavar="PREFIX",
+        help="another lab's prefix to reuse verified outputs from (repeatable, in order; default MARIN_CACHE_FROM)",
+    )
+    p.add_argument(
+        "--cache_mode", choices=("copy", "reference"), default=None, help="copy reused outputs (default) or reference them"
+    )
+    p.add_argument("--cache_code_changed", action="store_true", help="reuse outputs made by other code too")
     p.set_defaults(fn=cmd_rerun, args=[])
 
     p = sub.add_parser(

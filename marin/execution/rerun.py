@@ -244,7 +244,7 @@ def _run_materialized(folder: str, what: str, record_path: str, prefix: str, arg
 def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "recorded") -> int:
     """`marin rerun RECORD --prefix P [--code recorded|checkout] [--dry_run] [--run_only ...] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
-    from marin.execution.main import configure_logging, parse_main_args
+    from marin.execution.main import cache_from_of, configure_logging, parse_main_args
 
     configure_logging()
     cfg = parse_main_args(args)
@@ -287,6 +287,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
         experiment_name=record.get("name"),
         script=record.get("script"),
         record_extra=extra,
+        cache_from=cache_from_of(cfg),
     )
     try:
         executor.run(
