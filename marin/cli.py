@@ -224,7 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="another lab's prefix to reuse verified outputs from (repeatable, in order; default MARIN_CACHE_FROM)",
     )
     p.add_argument(
-        "--cache_mode", choices=("copy", "reference"), default=None, help="copy reused outputs (default) or reference them"
+        "--cache_mode",
+        choices=("copy", "reference"),
+        default=None,
+        help="copy reused outputs (default) or reference them",
     )
     p.add_argument("--cache_code_changed", action="store_true", help="reuse outputs made by other code too")
     p.set_defaults(fn=cmd_rerun, args=[])

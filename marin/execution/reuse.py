@@ -242,7 +242,9 @@ def _check_files(candidate: Candidate) -> None:
                 raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
             actual = os.path.getsize(real)
             if actual != entry["size"]:
-                raise Rejected(f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the file has {actual}")
+                raise Rejected(
+                    f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the file has {actual}"
+                )
         return
     listed = dict(backend_for(path).list_files(path))
     for entry in candidate.manifest["files"]:
@@ -250,7 +252,9 @@ def _check_files(candidate: Candidate) -> None:
         if actual is None:
             raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
         if actual != entry["size"]:
-            raise Rejected(f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the object has {actual}")
+            raise Rejected(
+                f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the object has {actual}"
+            )
 
 
 def _hash_stream(src, dst=None) -> tuple[int, str]:
@@ -451,6 +455,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
             telling = [r for r in reasons if not r.startswith("no output at")]
             if telling:
                 d.reason += f"; not reusable: {telling[0]}"
+                logger.warning("%s: not reused: %s", d.planned.identity, "; ".join(telling))
             continue
         d.action = "reuse"
         how = "to copy" if cache.mode == "copy" else "to verify in place"
