@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, explain, status, rerun, verify, browse, submit.
+"""The `marin` command: run, plan, explain, status, rerun, verify, lineage, browse, submit.
 
 marin run experiments/tutorial/hello_world.py          # or --prefix DIR, gs://bucket/path, s3://bucket/path
 marin plan experiments/tutorial/tiny_lm.py
@@ -6,6 +6,7 @@ marin explain experiments/tutorial/tiny_lm.py tokenized/shakespeare
 marin status local_store
 marin rerun local_store/experiments/tiny_lm-*.json --prefix again/
 marin verify local_store/experiments/tiny_lm-*.json again/experiments/tiny_lm-*.json
+marin lineage local_store/tokenized/shakespeare-* --prefix local_store --prefix gs://other-lab/prefix
 marin browse local_store
 """
 
@@ -130,6 +131,15 @@ def cmd_verify(ns) -> int:
     from marin.execution.verify import verify_main
 
     return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
+
+
+def cmd_lineage(ns) -> int:
+    from marin.browser.lineage import lineage_main
+
+    def full(p: str) -> str:
+        return p if "://" in p else os.path.abspath(p)
+
+    return lineage_main(full(ns.path), [full(p) for p in ns.prefix or []])
 
 
 def cmd_browse(ns) -> int:
@@ -257,6 +267,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
     p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser(
+        "lineage",
+        help="what a step output was made from, and what used it",
+        description="Walk a step output's inputs down to its downloads (source, revision, manifest digests, and "
+        "where a reused output was verified from), then list every step of the experiment records under the "
+        "prefixes given that consumed it, directly or downstream.",
+    )
+    p.add_argument("path", help="a step's output folder, e.g. local_store/tokenized/shakespeare-1a2b3c4d")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        default=None,
+        help="a lab's prefix to search for users (repeatable; default: the output's own prefix)",
+    )
+    p.set_defaults(fn=cmd_lineage)
 
     p = sub.add_parser("browse", help="a read-only web page over outputs")
     p.add_argument("roots", nargs="+")

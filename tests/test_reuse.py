@@ -279,3 +279,41 @@ def test_marin_cache_from_environment_and_repeated_flags(monkeypatch, tmp_path):
     assert cache_from_of(parse_main_args([])) is None
     with pytest.raises(ValueError, match="cache_mode"):
         CacheFrom(sources=("x",), mode="link")  # type: ignore[arg-type]
+
+
+def test_reference_mode_reads_the_source_and_refuses_once_its_bytes_changed(tmp_path):
+    from marin.execution.verify import rehash_mismatches
+
+    source = str(tmp_path / "lab-a")
+    steps = chain(str(tmp_path / "calls-a"))
+    paths_a = Executor(source, backend="local", experiment_name="chain").run([steps[-1]])
+    lab_b, counter = str(tmp_path / "lab-b"), str(tmp_path / "calls-b")
+    result, paths_b = run_b(lab_b, source, counter, mode="reference")
+    assert [o.status for o in result.outcomes.values()].count("REUSED") == 2
+    assert invocations(counter) == [paths_b["lab/c"]]
+    assert not exists(join(paths_b["lab/b"], "out.json")), "nothing was copied"
+    info_c = json.loads(read_bytes(join(paths_b["lab/c"], ".executor_info")))
+    assert info_c["config"]["inputs"] == [paths_b["lab/b"]], "the record names this prefix's step"
+    assert json.loads(read_bytes(join(paths_b["lab/c"], "out.json"))) == {"total": 1 + 2 + 4}
+    manifest_b = json.loads(read_bytes(join(paths_b["lab/b"], ".executor_manifest.json")))
+    assert manifest_b["reference"] == paths_a[steps[1]]
+    assert rehash_mismatches(paths_b["lab/b"], manifest_b) == [], "verify hashes the referenced bytes"
+    origin = json.loads(read_bytes(join(paths_b["lab/b"], ".executor_info")))["reused_from"]
+    assert origin["mode"] == "reference" and origin["bytes_copied"] == 0
+    line = json.loads(read_text(result.record_path.removesuffix(".json") + ".runs.jsonl").splitlines()[-1])
+    assert line["external_inputs"][steps[1].name + "-" + paths_b["lab/b"].rsplit("-", 1)[1]] == {
+        "path": paths_a[steps[1]],
+        "manifest_sha256": origin["manifest_sha256"],
+    }
+
+    write_bytes(join(paths_a[steps[1]], "out.json"), b'{"total": 7}')  # same size, other bytes
+    assert rehash_mismatches(paths_b["lab/b"], manifest_b)
+    steps_b = chain(counter, last=5)
+    executor = Executor(lab_b, backend="local", experiment_name="chain")
+    from marin.execution import ExecutorRunError
+
+    with pytest.raises(ExecutorRunError) as caught:
+        executor.run([steps_b[-1]])
+    outcome = caught.value.result.outcomes[steps_b[-1]]
+    assert outcome.status == "FAILED" and "changed since it was reused" in outcome.error
+    assert len(invocations(counter)) == 1, "the step did not run on changed bytes"

@@ -299,6 +299,13 @@ class Executor:
                 if p in outcomes
             },
         }
+        external = {
+            p.identity: {k: o.extra["reused_from"][k] for k in ("path", "manifest_sha256")}
+            for p, o in outcomes.items()
+            if o.extra.get("reused_from", {}).get("mode") == "reference"
+        }
+        if external:
+            line["external_inputs"] = external
         append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
 
     def _execute(
