@@ -220,3 +220,66 @@ def lineage_main(path: str, prefixes: list[str] | None = None) -> int:
         prefixes = [prefix_of(path, info)]
     print(render_text(node, used_by(node.identity, prefixes), prefixes))
     return 0
+
+
+def lineage_html(roots, index: int, rel: str) -> str:
+    """The step page's "Made from" and "Used by": links follow reuse into whichever served root holds the source."""
+    from marin.browser.html import esc, fmt_size, note, table, url_step
+
+    root = roots.get(index)
+    here = root.path if root.is_local else root.url.rstrip("/")
+    node = made_from(f"{here}/{rel}")
+    if node.error:
+        return note(node.error)
+
+    def link(path: str, text: str) -> str:
+        found = roots.locate(path)
+        if found is None:
+            return f'<code title="not under a served root">{esc(text)}</code>'
+        i, r = found
+        lab = f' <span class="lab">{esc(roots.label(i))}</span>' if len(roots) > 1 else ""
+        return f'<a href="{esc(url_step(i, r))}"><code>{esc(text)}</code></a>{lab}'
+
+    shown: set[str] = set()
+
+    def item(n: Node) -> str:
+        if n.error:
+            return f"<li><code>{esc(n.identity)}</code> <span class='bad'>{esc(n.error)}</span></li>"
+        parts = [link(n.path, n.identity), f'<span class="muted">{esc(n.state or "-")}</span>']
+        if n.manifest_sha256:
+            parts.append(
+                f'<span class="muted">{n.files} files, {fmt_size(n.total_bytes)}, manifest '
+                f"<code>{esc(n.manifest_sha256[:12])}</code></span>"
+            )
+        if n.reused_from:
+            r = n.reused_from
+            parts.append(f"reused ({esc(r.get('mode'))}) from {link(str(r.get('path')), str(r.get('path')))}")
+        if n.source:
+            parts.append("source " + esc(", ".join(f"{k}={v}" for k, v in n.source.items())))
+        again = n.path in shown
+        shown.add(n.path)
+        inner = "" if again or not n.inputs else "<ul>" + "".join(item(c) for c in n.inputs) + "</ul>"
+        return "<li>" + " · ".join(parts) + inner + "</li>"
+
+    made = '<h3>Made from</h3><ul class="lineage">' + item(node) + "</ul>"
+    prefixes = [r.path if r.is_local else r.url.rstrip("/") for r in roots]
+    uses = used_by(node.identity, prefixes)
+    rows = []
+    for u in uses:
+        found = roots.locate(u.prefix)
+        i = found[0] if found else index
+        step_path = f"{u.prefix}/{u.identity}"
+        rows.append(
+            [
+                esc(roots.label(i)),
+                esc(u.experiment),
+                link(step_path, u.identity),
+                "directly" if u.direct else "downstream",
+            ]
+        )
+    used = "<h3>Used by</h3>" + (
+        table(["lab", "experiment", "step", "how"], rows, cls="data used-by")
+        if rows
+        else note("no experiment record under the served roots uses this output")
+    )
+    return made + used
