@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="what would run, and why",
         epilog=_flags_epilog(
-            "the experiment's flags (plan reads --prefix, --run_only, --force_run_failed and --rerun_code_changed)"
+            "the experiment's flags (plan reads --prefix, --run_only, --force_run_failed, --rerun_code_changed, "
+            "--cache_from, --cache_mode and --cache_code_changed)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

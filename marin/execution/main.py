@@ -14,9 +14,9 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from marin.execution.authoring import ExecutorStep
+from marin.execution.reuse import CacheMode
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +44,9 @@ class ExecutorMainConfig:
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
     cache_from: list[str] | None = None
-    """Prefixes of other labs (repeatable, tried in order; default MARIN_CACHE_FROM, comma-separated): a step
-    they published is verified byte by byte and reused instead of run."""
-    cache_mode: Literal["copy", "reference"] = "copy"
-    """How reused outputs are published: 'copy' into this prefix, or 'reference' (read where they are)."""
+    """Other labs' prefixes (repeatable, in order; else MARIN_CACHE_FROM): their steps are verified, then reused."""
+    cache_mode: CacheMode = "copy"
+    """How reused outputs are published, 'copy' (into this prefix) or 'reference' (read where they are)."""
     cache_code_changed: bool = False
     """Reuse outputs even when the code that made them differs from this checkout's."""
 
