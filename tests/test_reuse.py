@@ -317,3 +317,36 @@ def test_reference_mode_reads_the_source_and_refuses_once_its_bytes_changed(tmp_
     outcome = caught.value.result.outcomes[steps_b[-1]]
     assert outcome.status == "FAILED" and "changed since it was reused" in outcome.error
     assert len(invocations(counter)) == 1, "the step did not run on changed bytes"
+
+
+def test_rerun_of_a_record_that_referenced_inputs_references_them_again_and_refuses_changed_bytes(tmp_path):
+    from marin.execution.rerun import rerun_main
+
+    source = str(tmp_path / "lab-a")
+    steps = chain(str(tmp_path / "calls-a"))
+    paths_a = Executor(source, backend="local", experiment_name="chain").run([steps[-1]])
+    result, paths_b = run_b(str(tmp_path / "lab-b"), source, str(tmp_path / "calls-b"), mode="reference")
+    record_b = result.record_path
+    lab_c = str(tmp_path / "lab-c")
+    assert rerun_main(record_b, lab_c, ["--backend", "local"], code="checkout") == 0
+    line = json.loads(
+        read_text(join(lab_c, "experiments", record_b.rsplit("/", 1)[-1]).removesuffix(".json") + ".runs.jsonl")
+    )
+    outcomes = {k.split("-")[0]: v["outcome"] for k, v in line["steps"].items()}
+    assert outcomes == {"lab/a": "REUSED", "lab/b": "REUSED", "lab/c": "SUCCESS"}
+    assert (
+        line["external_inputs"]
+        == json.loads(read_text(record_b.removesuffix(".json") + ".runs.jsonl"))["external_inputs"]
+    )
+
+    write_bytes(join(paths_a[steps[1]], "out.json"), b'{"total": 7}')  # same size, other bytes
+    lab_d = str(tmp_path / "lab-d")
+    assert rerun_main(record_b, lab_d, ["--backend", "local"], code="checkout") == 1
+    line = json.loads(
+        read_text(join(lab_d, "experiments", record_b.rsplit("/", 1)[-1]).removesuffix(".json") + ".runs.jsonl")
+    )
+    refused = next(v for k, v in line["steps"].items() if k.startswith("lab/b-"))
+    assert (
+        refused["outcome"] == "FAILED" and "the external input the record used is gone or changed" in refused["error"]
+    )
+    assert not exists(join(paths_b["lab/b"].replace(str(tmp_path / "lab-b"), lab_d), "out.json")), "it did not run"

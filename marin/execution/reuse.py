@@ -75,6 +75,9 @@ class CacheFrom:
     """'copy': the verified files are copied here. 'reference': they stay in the source and are read there."""
     code_changed: bool = False
     """Reuse an output even when the code that made it differs from this checkout's (off by default)."""
+    pinned: dict[str, str] = field(default_factory=dict)
+    """Step identity -> the manifest digest it must have (a rerun of a record that referenced it): any other
+    manifest, or bytes that do not verify, refuse the step instead of running it."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("copy", "reference"):
@@ -357,10 +360,16 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
     source that passes every check, and returns the manifest and origin to publish; None when none does."""
     reasons: list[str] = []
     identity = f"{info.get('name')}-{info.get('hash')}"
+    pinned = cache.pinned.get(identity)
     for source in cache.sources:
         t0 = time.monotonic()
         try:
             candidate = probe(source, info, cache)
+            if pinned is not None and candidate.manifest_sha256 != pinned:
+                raise Rejected(
+                    f"{candidate.path}: its manifest is not the one the record used "
+                    f"(sha256 {candidate.manifest_sha256[:12]}, recorded {pinned[:12]})"
+                )
             _check_files(candidate)
             if cache.mode == "copy":
                 clear_outputs(staging)
@@ -402,8 +411,28 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
         if cache.mode == "reference":
             manifest["reference"] = candidate.path
         return Reused(manifest=manifest, origin=origin, reasons=reasons)
+    if pinned is not None:
+        raise ReferenceChanged(
+            f"{identity}: the external input the record used is gone or changed: {'; '.join(reasons)}"
+        )
     if reasons:
         logger.info("%s: no source could be reused; running the step", identity)
+    return None
+
+
+def pinned_inputs(runs: list[dict]) -> CacheFrom | None:
+    """For `marin rerun`: the external inputs of a record's last run that had any, to reference again, pinned."""
+    for line in reversed(runs):
+        external = line.get("external_inputs")
+        if isinstance(external, dict) and external:
+            sources = []
+            for identity, entry in external.items():
+                path = str(entry.get("path", ""))
+                source = path[: -len(identity) - 1] if path.endswith("/" + identity) else path.rsplit("/", 1)[0]
+                if source not in sources:
+                    sources.append(source)
+            pins = {k: str(v.get("manifest_sha256")) for k, v in external.items()}
+            return CacheFrom(sources=tuple(sources), mode="reference", pinned=pins)
     return None
 
 
@@ -451,6 +480,10 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
         with ThreadPoolExecutor(max_workers=min(32, len(todo))) as pool:
             found = list(pool.map(look, todo))
     for d, (candidate, reasons) in zip(todo, found, strict=True):
+        if candidate is None and d.planned.identity in cache.pinned:
+            d.action = "reuse"
+            d.reason = f"refused: the record's external input did not verify ({'; '.join(reasons) or 'no source'})"
+            continue
         if candidate is None:
             telling = [r for r in reasons if not r.startswith("no output at")]
             if telling:

@@ -368,14 +368,14 @@ def _reuse_or_check(task: StepTask, lease: Lease, attempt: int, staging: str) ->
         try:
             for folder, manifest in task.references:
                 check_reference(folder, manifest)
+            if task.reuse is not None:
+                reused = reuse_output(task.reuse, task.info, staging)
         except ReferenceChanged as exc:
             logger.error("step %s: %s; refusing to run on it", task.name, exc)
             stage_commit_file(staging, STATUS_FILE, FAILED.encode())
             _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
             lease.release()
             return StepOutcome("FAILED", started, utc_now(), time.monotonic() - t0, str(exc), attempt, log_path)
-        if task.reuse is not None:
-            reused = reuse_output(task.reuse, task.info, staging)
     if reused is None:
         return None
     stage_commit_file(staging, INFO_FILE, dump_json({**task.info, "reused_from": reused.origin}))
