@@ -70,8 +70,9 @@ def tutorial(workdir: str, steps_a: int, steps_b: int) -> dict:
     outcomes = {step.name: o.status for step, o in result_c.outcomes.items()}
     reused = [name for name, s in outcomes.items() if s == "REUSED"]
     copied = sum(o.extra["reused_from"]["bytes_copied"] for o in result_c.outcomes.values() if o.status == "REUSED")
+    by_name = {step.name: path for step, path in result_a.output_paths.items()}
     identical = all(
-        _same_bytes(result_a[step], result_c[step]) for step, o in result_c.outcomes.items() if o.status == "REUSED"
+        _same_bytes(by_name[step.name], result_c[step]) for step, o in result_c.outcomes.items() if o.status == "REUSED"
     )
     return {
         "settings": {

@@ -479,7 +479,7 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
     print(f"plan under {prefix}: {len(decisions)} steps ({summary})", file=file)
     reused = [d for d in decisions if d.action == "reuse"]
     if reused:
-        sources = sorted({d.reuse_from.rsplit("/", 1)[0] for d in reused if d.reuse_from})
+        sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
         print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
 
