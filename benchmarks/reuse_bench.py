@@ -64,7 +64,7 @@ def tutorial(workdir: str, steps_a: int, steps_b: int) -> dict:
     a = build(**SMALL, num_train_steps=steps_a)
     result_a, wall_a = _quiet_run(executor("lab-a"), [a["eval"]])
     b = build(**SMALL, num_train_steps=steps_b)
-    _, wall_cold = _quiet_run(executor("lab-b-cold"), [b["eval"]])
+    result_b, wall_cold = _quiet_run(executor("lab-b-cold"), [b["eval"]])
     cache = CacheFrom(sources=(os.path.join(workdir, "lab-a"),))
     result_c, wall_reuse = _quiet_run(executor("lab-c-reuse", cache), [b["eval"]])
     outcomes = {step.name: o.status for step, o in result_c.outcomes.items()}
@@ -74,7 +74,14 @@ def tutorial(workdir: str, steps_a: int, steps_b: int) -> dict:
     identical = all(
         _same_bytes(by_name[step.name], result_c[step]) for step, o in result_c.outcomes.items() if o.status == "REUSED"
     )
+    data = [step for step, o in result_c.outcomes.items() if o.status == "REUSED"]
+
+    def data_seconds(result) -> float:
+        return round(sum(result.outcomes[step].duration_s or 0.0 for step in data), 2)
+
     return {
+        "data_steps_cold_s": data_seconds(result_b),
+        "data_steps_reuse_s": data_seconds(result_c),
         "settings": {
             **SMALL,
             "plays": list(SMALL["plays"]),

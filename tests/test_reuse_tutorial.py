@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from marin.browser.lineage import made_from
 from marin.execution import Executor
 from marin.execution.reuse import CacheFrom
 from marin.storage import join, read_bytes
@@ -44,6 +45,19 @@ def test_second_lab_reuses_the_six_data_steps_then_trains_and_evaluates(tmp_path
         assert identical(paths_a[a[role]], result[b[role]]), role
     evaluation = json.loads(read_bytes(join(result[b["eval"]], "results.json")))
     assert evaluation["step"] == SMALL["num_train_steps"] + 1
+    nodes = list(walk(made_from(result[b["eval"]])))
+    downloads = [n for n in nodes if not n.inputs]
+    assert downloads and all(n.manifest_sha256 for n in downloads) and downloads[0].source["plays"]
+    assert any(n.fn.endswith(":download") and "source" in n.source and "revision" not in n.source for n in nodes)
+    assert {n.identity for n in nodes if n.reused_from} == {
+        b[role].name + "-" + result[b[role]].rsplit("-", 1)[1] for role in DATA
+    }
+
+
+def walk(node):
+    yield node
+    for child in node.inputs:
+        yield from walk(child)
 
 
 @pytest.mark.parametrize("store", ["gcs", "s3"])

@@ -4,8 +4,9 @@
 
 *Made from* follows each step's `.executor_info`: its dependencies (by identity, `<name>-<hash>`, found
 under the prefix it lives in), and, for an output reused from another lab, the folder and record it was
-verified against (`reused_from`). The walk ends at the steps without dependencies (downloads), shown
-with their source, revision and the digest of their manifest, the checksums everything above rests on.
+verified against (`reused_from`). Every step is shown with the digest of its manifest and its source-like
+config fields (a download's source, revision, glob; a shipped corpus's plays); the walk ends at the steps
+without dependencies.
 
 *Used by* reads the experiment records under each prefix given: a step whose version lists the
 output's identity among its dependencies consumed it, and so did everything downstream of that step.
@@ -31,8 +32,22 @@ from marin.storage.layout import (
     is_record_name,
 )
 
-SOURCE_FIELDS = ("source", "url", "urls", "revision", "files", "glob", "repo", "dataset", "checksum", "sha256")
-"""Config fields of a step without dependencies that say where its data came from."""
+SOURCE_FIELDS = (
+    "source",
+    "url",
+    "urls",
+    "revision",
+    "files",
+    "glob",
+    "repo",
+    "dataset",
+    "plays",
+    "checksum",
+    "sha256",
+    "expected_sha256",
+)
+"""Config fields that say where a step's data came from (a download's source and revision, a shipped corpus's
+plays), shown for every step that has them."""
 
 
 @dataclass
@@ -48,7 +63,7 @@ class Node:
     reused_from: dict | None = None
     """The `reused_from` of its `.executor_info`: the source folder, record and manifest digest."""
     source: dict = field(default_factory=dict)
-    """For a step without dependencies: its source-like config fields."""
+    """Its source-like config fields (SOURCE_FIELDS), when it has any."""
     manifest_sha256: str | None = None
     files: int = 0
     total_bytes: int = 0
@@ -105,7 +120,7 @@ def made_from(path: str, _seen: dict | None = None) -> Node:
         total_bytes=int(manifest.get("total_size") or 0),
     )
     deps = _dependency_identities(info)
-    if not deps and isinstance(info.get("config"), dict):
+    if isinstance(info.get("config"), dict):
         node.source = {k: v for k, v in info["config"].items() if k in SOURCE_FIELDS and v not in (None, "", [], ())}
     base = prefix_of(path, info)
     for identity in deps:
