@@ -1,8 +1,8 @@
 """The tutorial in a second lab: its six data steps are verified and reused from the first, none executed.
 
-On a local folder the whole tutorial runs (small settings) in lab A; lab B changes a training setting
-(`num_train_steps`) and runs with `cache_from` lab A: the data steps are REUSED byte-identical, training
-and evaluation run. On the GCS and S3 emulators only the data steps run in lab A (`run_only` the
+On a local folder lab A runs the tutorial's data steps (small settings); lab B, with a training setting
+changed (`num_train_steps`), runs the whole tutorial with `cache_from` lab A: the data steps are REUSED
+byte-identical, training and evaluation run. On the GCS and S3 emulators only the data steps run in lab A (`run_only` the
 tokenize step), and lab B reuses all six inside the same bucket (server-side copies).
 """
 
@@ -34,7 +34,9 @@ def test_second_lab_reuses_the_six_data_steps_then_trains_and_evaluates(tmp_path
 
     lab_a, lab_b = str(tmp_path / "lab-a"), str(tmp_path / "lab-b")
     a = build(**SMALL)
-    paths_a = Executor(lab_a, backend="local", experiment_name="tiny_lm").run([a["eval"]])
+    # lab A's data steps are all lab B needs from it (one training in this test, lab B's)
+    only = ["^" + a["tokenized"].name + "$"]
+    paths_a = Executor(lab_a, backend="local", experiment_name="tiny_lm").run([a["eval"]], run_only=only)
     b = build(**{**SMALL, "num_train_steps": SMALL["num_train_steps"] + 2})
     result = Executor(lab_b, backend="local", experiment_name="tiny_lm", cache_from=CacheFrom(sources=(lab_a,))).run(
         [b["eval"]]
