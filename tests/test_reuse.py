@@ -350,3 +350,18 @@ def test_rerun_of_a_record_that_referenced_inputs_references_them_again_and_refu
         refused["outcome"] == "FAILED" and "the external input the record used is gone or changed" in refused["error"]
     )
     assert not exists(join(paths_b["lab/b"].replace(str(tmp_path / "lab-b"), lab_d), "out.json")), "it did not run"
+
+
+def test_marin_rerun_passes_the_cache_flags_to_the_run(monkeypatch):
+    from marin import cli
+    from marin.execution import rerun
+
+    seen = {}
+    monkeypatch.setattr(rerun, "rerun_main", lambda record, prefix, args, code: seen.update(args=args) or 0)
+    argv = ["rerun", "r.json", "--prefix", "p", "--cache_from", "a", "--cache_from", "gs://b/lab"]
+    assert cli.main([*argv, "--cache_mode", "reference", "--cache_code_changed"]) == 0
+    from marin.execution.main import cache_from_of, parse_main_args
+
+    cache = cache_from_of(parse_main_args(seen["args"]))
+    assert cache.sources[1] == "gs://b/lab" and cache.sources[0].endswith("/a")
+    assert cache.mode == "reference" and cache.code_changed
