@@ -1,4 +1,4 @@
-"""The `marin` command: run, plan, explain, status, rerun, verify, browse, submit.
+"""The `marin` command: run, plan, explain, status, rerun, verify, lineage, browse, submit.
 
 marin run experiments/tutorial/hello_world.py          # or --prefix DIR, gs://bucket/path, s3://bucket/path
 marin plan experiments/tutorial/tiny_lm.py
@@ -6,6 +6,7 @@ marin explain experiments/tutorial/tiny_lm.py tokenized/shakespeare
 marin status local_store
 marin rerun local_store/experiments/tiny_lm-*.json --prefix again/
 marin verify local_store/experiments/tiny_lm-*.json again/experiments/tiny_lm-*.json
+marin lineage local_store/tokenized/shakespeare-* --prefix local_store --prefix gs://other-lab/prefix
 marin browse local_store
 """
 
@@ -71,10 +72,10 @@ def cmd_run(ns) -> int:
 def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
-    from marin.execution.main import resolve_prefix
+    from marin.execution.main import cache_from_of, resolve_prefix
 
     def action(steps, description, cfg):
-        executor = Executor(resolve_prefix(cfg.prefix), backend="local")
+        executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))
         plan = executor.plan_dag(steps)
         decisions = executor.decide(
             plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
@@ -113,14 +114,16 @@ def cmd_rerun(ns) -> int:
     from marin.execution.rerun import rerun_main
 
     args = [*ns.args]
-    for flag in ("dry_run", "force_run_failed", "rerun_code_changed"):
+    for flag in ("dry_run", "force_run_failed", "rerun_code_changed", "cache_code_changed"):
         if getattr(ns, flag):
             args.append(f"--{flag}")
-    for flag in ("max_concurrent", "backend", "ray_address"):
+    for flag in ("max_concurrent", "backend", "ray_address", "cache_mode"):
         if getattr(ns, flag) is not None:
             args += [f"--{flag}", str(getattr(ns, flag))]
     if ns.run_only:
         args += ["--run_only", *ns.run_only]
+    if ns.cache_from:
+        args += ["--cache_from", *ns.cache_from]
     return rerun_main(ns.record, ns.prefix, args, code=ns.code)
 
 
@@ -128,6 +131,15 @@ def cmd_verify(ns) -> int:
     from marin.execution.verify import verify_main
 
     return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
+
+
+def cmd_lineage(ns) -> int:
+    from marin.browser.lineage import lineage_main
+
+    def full(p: str) -> str:
+        return p if "://" in p else os.path.abspath(p)
+
+    return lineage_main(full(ns.path), [full(p) for p in ns.prefix or []])
 
 
 def cmd_browse(ns) -> int:
@@ -169,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         "plan",
         help="what would run, and why",
         epilog=_flags_epilog(
-            "the experiment's flags (plan reads --prefix, --run_only, --force_run_failed and --rerun_code_changed)"
+            "the experiment's flags (plan reads --prefix, --run_only, --force_run_failed, --rerun_code_changed, "
+            "--cache_from, --cache_mode and --cache_code_changed)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -214,6 +227,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_concurrent", type=int, default=None, help="at most this many steps at once")
     p.add_argument("--backend", choices=("ray", "local"), default=None, help="ray (default) or local threads")
     p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
+    p.add_argument(
+        "--cache_from",
+        action="append",
+        default=None,
+        metavar="PREFIX",
+        help="another lab's prefix to reuse verified outputs from (repeatable, in order; default MARIN_CACHE_FROM)",
+    )
+    p.add_argument(
+        "--cache_mode",
+        choices=("copy", "reference"),
+        default=None,
+        help="copy reused outputs (default) or reference them",
+    )
+    p.add_argument("--cache_code_changed", action="store_true", help="reuse outputs made by other code too")
     p.set_defaults(fn=cmd_rerun, args=[])
 
     p = sub.add_parser(
@@ -241,6 +268,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
     p.set_defaults(fn=cmd_verify)
+
+    p = sub.add_parser(
+        "lineage",
+        help="what a step output was made from, and what used it",
+        description="Walk a step output's inputs down to its downloads (source, revision, manifest digests, and "
+        "where a reused output was verified from), then list every step of the experiment records under the "
+        "prefixes given that consumed it, directly or downstream.",
+    )
+    p.add_argument("path", help="a step's output folder, e.g. local_store/tokenized/shakespeare-1a2b3c4d")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        default=None,
+        help="a lab's prefix to search for users (repeatable; default: the output's own prefix)",
+    )
+    p.set_defaults(fn=cmd_lineage)
 
     p = sub.add_parser("browse", help="a read-only web page over outputs")
     p.add_argument("roots", nargs="+")

@@ -288,7 +288,7 @@ def test_several_roots_are_listed_together_and_a_root_without_records_says_so(la
     empty.mkdir()
     client = TestClient(create_app([str(root), str(empty)]))
     html = client.get("/").text
-    assert "no experiments/ folder" in html and "<th>root</th>" in html
+    assert "no experiments/ folder" in html and "<th>lab</th>" in html
     assert html.count('class="exp-link"') == 3
     assert client.get(f"/step/1/{names['train']}").status_code == 404  # not under the second root
 

@@ -15,6 +15,31 @@ import time
 from marin.browser.charts import Chart, fmt_value, pareto_front
 from marin.browser.html import error_box, esc, fmt_num, fmt_time, note, page, table, url_exp, url_step
 from marin.browser.results import METRICS, X_AXES, collect_results
+from marin.browser.runs_table import _config, differing_fields, lab_cell
+
+
+def _trained_config(r) -> dict:
+    """The flattened config of the training an evaluation read (its first dependency), else the evaluation's own."""
+    for step in r.experiment.steps:
+        if step.rel == r.trained_by:
+            return _config(step)
+    return _config(r.step)
+
+
+def _tell_apart(ranked: list) -> dict[int, str]:
+    """For evaluations that share a step name: the hyperparameters (of what they evaluated) that differ."""
+    by_name: dict[str, list] = {}
+    for r in ranked:
+        by_name.setdefault(r.step.name, []).append(r)
+    out: dict[int, str] = {}
+    for group in by_name.values():
+        if len({r.step.hash for r in group}) < 2:
+            continue
+        configs = [_trained_config(r) for r in group]
+        keys = differing_fields(configs)
+        for r, config in zip(group, configs, strict=True):
+            out[id(r)] = ", ".join(f"{k}={fmt_num(config.get(k, '∅'))}" for k in keys[:4])
+    return out
 
 
 def _choice(value: str | None, options: dict[str, str], default: str, what: str, errors: list[str]) -> str:
@@ -66,6 +91,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
                 stairs.append((best[i + 1].x(x), r.metrics[metric]))
         chart.line("frontier", stairs, dashed=True, css="frontier-line", color="#dc2626")
 
+    apart = _tell_apart(ranked)
     rows = []
     for rank, r in enumerate(ranked, 1):
         exp = r.experiment
@@ -79,8 +105,11 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
                     f'<a class="exp-link" href="{esc(url_exp(exp.root_index, exp.rel))}">{esc(exp.name)}</a>',
                     exp.name,
                 ),
+                *([lab_cell(roots, exp.root_index)] if len(roots) > 1 else []),
                 (
-                    f'<a href="{esc(url_step(exp.root_index, r.step.rel, exp=exp.rel))}">{esc(r.step.name)}</a>',
+                    f'<a href="{esc(url_step(exp.root_index, r.step.rel, exp=exp.rel))}">{esc(r.step.name)}</a>'
+                    f' <code class="hash">{esc(r.step.hash)}</code>'
+                    + (f'<div class="sub differs">{esc(apart[id(r)])}</div>' if apart.get(id(r)) else ""),
                     r.step.name,
                 ),
                 (f"{r.metrics[metric]:.4f}", r.metrics[metric]),
@@ -91,7 +120,19 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
                 (fmt_time(created), created if isinstance(created, str) else ""),
             ]
         )
-    headers = ["#", "", "experiment", "evaluation", METRICS[metric], "FLOPs", "tokens", "parameters", *tasks, "created"]
+    headers = [
+        "#",
+        "",
+        "experiment",
+        *(["lab"] if len(roots) > 1 else []),
+        "evaluation",
+        METRICS[metric],
+        "FLOPs",
+        "tokens",
+        "parameters",
+        *tasks,
+        "created",
+    ]
     form = (
         '<form class="toolbar" method="get" action="/leaderboard">'
         + _chooser("x", X_AXES, x)

@@ -35,6 +35,7 @@ from marin.browser.records import (
     step_timings,
 )
 from marin.browser.results import Headline, headlines
+from marin.browser.runs_table import lab_cell
 from marin.browser.svg import dag_svg
 from marin.storage.layout import State, runs_file
 
@@ -101,26 +102,41 @@ def experiments_page(roots) -> str:
     exps, errors = list_experiments(roots)
     exps.sort(key=lambda e: str((e.record or {}).get("created") or ""), reverse=True)
     heads = headlines(roots, exps)
-    versions: dict[str, list] = {}
+    # A version is a record (its file name holds the hash of the DAG): the same record in two labs is one
+    # version, shown once per lab.
+    versions: dict[str, list[str]] = {}
+    labs_of: dict[str, list[int]] = {}
     for e in sorted(exps, key=lambda e: str((e.record or {}).get("created") or "")):
-        versions.setdefault(e.name, []).append(e)
+        if e.rel not in versions.setdefault(e.name, []):
+            versions[e.name].append(e.rel)
+        labs_of.setdefault(e.rel, []).append(e.root_index)
+    multi = len(roots) > 1
     rows = []
     for e in exps:
         r = e.record or {}
         counts = counts_of(e.steps)
         link = f'<a class="exp-link" href="{esc(url_exp(e.root_index, e.rel))}">{esc(e.name)}</a>'
-        same = versions.get(e.name, [e])
+        same = versions.get(e.name, [e.rel])
         version = (
-            f' <span class="version" title="records of this experiment name, oldest first">'
-            f"version {same.index(e) + 1} of {len(same)}</span>"
+            f' <span class="version" title="distinct records (DAGs) of this experiment name, oldest first">'
+            f"version {same.index(e.rel) + 1} of {len(same)}</span>"
             if len(same) > 1
             else ""
         )
-        sub = f'<div class="sub"><code>{esc(e.rel.removeprefix("experiments/"))}</code>{version}</div>'
+        others = [roots.label(i) for i in labs_of.get(e.rel, []) if i != e.root_index] if multi else []
+        also = (
+            f' <span class="also-in" title="the same record (same steps, same hashes) under other roots">also in '
+            f"{esc(', '.join(others))}</span>"
+            if others
+            else ""
+        )
+        sub = f'<div class="sub"><code>{esc(e.rel.removeprefix("experiments/"))}</code>{version}{also}</div>'
+        lab = [lab_cell(roots, e.root_index)] if multi else []
         if e.error:
             rows.append(
                 [
                     (link + sub, e.name),
+                    *lab,
                     f'<span class="bad">{esc(e.error)}</span>',
                     ("—", ""),
                     "",
@@ -128,7 +144,6 @@ def experiments_page(roots) -> str:
                     ("", -1),
                     ("", 1e9),
                 ]
-                + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
             )
             continue
         created = r.get("created") if isinstance(r.get("created"), str) else ""
@@ -136,6 +151,7 @@ def experiments_page(roots) -> str:
         rows.append(
             [
                 (link + sub, e.name),
+                *lab,
                 esc(r.get("description") or ""),
                 (fmt_time(created), created),
                 esc(r.get("user") or ""),
@@ -143,11 +159,9 @@ def experiments_page(roots) -> str:
                 (state_bar(counts), f"{failed:06d}{counts.get('RUNNING', 0):06d}{len(e.steps):06d}"),
                 headline_cell(heads.get((e.root_index, e.rel))),
             ]
-            + ([esc(roots.get(e.root_index).url)] if len(roots) > 1 else [])
         )
-    headers = ["experiment", "description", "created", "user", "git commit", "steps", "result"] + (
-        ["root"] if len(roots) > 1 else []
-    )
+    headers = ["experiment", *(["lab"] if multi else []), "description", "created", "user", "git commit", "steps"]
+    headers.append("result")
     root_list = ", ".join(f"<code>{esc(r.url)}</code>" for r in roots)
     body = (
         f'<div class="head"><h1>Experiments</h1><div class="muted">{len(exps)} records under {root_list}, newest '

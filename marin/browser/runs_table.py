@@ -71,7 +71,7 @@ def runs_page(roots, step_name: str | None = None) -> str:
     mine = sorted(((k, v) for k, v in runs.items() if v[1].name == chosen), key=lambda kv: _created(kv[1][0]))
     configs = [_config(step) for _, (_, step) in mine]
     keys = sorted({k for c in configs for k in c})
-    differing = [k for k in keys if len({repr(c.get(k, "∅")) for c in configs}) > 1]
+    differing = differing_fields(configs)
     shared = [(k, fmt_num(configs[0].get(k))) for k in keys if k not in differing]
     evals = [pair for (index, rel), _ in mine for pair in evaluations.get((index, rel), [])]
     found, read_errors = _read_results(roots, evals)
@@ -92,6 +92,7 @@ def runs_page(roots, step_name: str | None = None) -> str:
             [
                 (state_badge(step.state), step.state),
                 (f'<a href="{esc(url_exp(index, exp.rel))}">{esc(exp.name)}</a>', exp.name),
+                *([lab_cell(roots, index)] if len(roots) > 1 else []),
                 (f'<a href="{esc(url_step(index, rel, exp=exp.rel))}"><code>{esc(step.hash)}</code></a>', step.hash),
                 *[(fmt_num(config.get(k, "∅")), _sort_key(config.get(k))) for k in differing],
                 (f"{loss:.4f}" if loss is not None else "—", loss if loss is not None else 1e9),
@@ -101,7 +102,19 @@ def runs_page(roots, step_name: str | None = None) -> str:
                 (fmt_time(_created(exp)), _created(exp)),
             ]
         )
-    headers = ["state", "experiment", "version", *differing, "train loss", "eval bpb", "eval loss", "tasks", "created"]
+    lab = ["lab"] if len(roots) > 1 else []
+    headers = [
+        "state",
+        "experiment",
+        *lab,
+        "version",
+        *differing,
+        "train loss",
+        "eval bpb",
+        "eval loss",
+        "tasks",
+        "created",
+    ]
     options = "".join(
         f'<option value="{esc(n)}"{" selected" if n == chosen else ""}>{esc(n)} ({names[n]})</option>'
         for n in sorted(names)
@@ -125,6 +138,18 @@ def runs_page(roots, step_name: str | None = None) -> str:
         f'<a href="/runs?{esc(urlencode({"step": chosen}))}">link to this table</a></footer>'
     )
     return page(f"Runs of {chosen}", body, [("experiments", "/"), ("runs", None)])
+
+
+def lab_cell(roots, index: int) -> tuple[str, str]:
+    """The lab (root) a row comes from: its short label, the full URL on hover."""
+    label = roots.label(index)
+    return f'<span class="lab" title="{esc(roots.get(index).url)}">{esc(label)}</span>', label
+
+
+def differing_fields(configs: list[dict]) -> list[str]:
+    """The flattened config fields whose values are not the same in every config."""
+    keys = sorted({k for c in configs for k in c})
+    return [k for k in keys if len({repr(c.get(k, "∅")) for c in configs}) > 1]
 
 
 def _sort_key(value):

@@ -35,6 +35,7 @@ from marin.browser.html import (
     url_step,
     url_tree,
 )
+from marin.browser.lineage import lineage_html
 from marin.browser.records import (
     STATES,
     RecordError,
@@ -226,6 +227,7 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None, curves: CurveOpt
             lambda: json_tree(info.get("config"), open_depth=1) if "config" in info else note("no config recorded"),
         )
         + _section("Version", _version, info, open_=False)
+        + (_section("Lineage", lineage_html, roots, index, rel) if info else "")
         + _section("Log", _log, roots, index, rel, files, state, cls="log")
         + (_section("Manifest", _manifest, root, index, rel, full) if MANIFEST_FILE in files else "")
         + (_section("Folder", _listing, index, rel, files) if files else "")

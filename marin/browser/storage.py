@@ -123,6 +123,36 @@ class Roots:
                 raise Forbidden("symlink out of the root")
         return root, rel, full
 
+    def label(self, index: int) -> str:
+        """A short name for the root (its lab): the fewest trailing path components that tell it from the others."""
+        parts = [self._parts(r) for r in self.roots]
+        mine = parts[index]
+        for n in range(1, len(mine) + 1):
+            tail = mine[-n:]
+            if sum(1 for p in parts if p[-n:] == tail) == 1:
+                return "/".join(tail)
+        return self.get(index).url
+
+    @staticmethod
+    def _parts(root: Root) -> list[str]:
+        where = root.url.split("://", 1)[1] if "://" in root.url else root.path
+        return [p for p in where.split("/") if p] or [root.url]
+
+    def locate(self, path: str) -> tuple[int, str] | None:
+        """(root index, relative path) of a full path or URL under one of the roots, else None."""
+        path = path.rstrip("/")
+        for index, root in enumerate(self.roots):
+            base = root.path if root.is_local and "://" not in path else root.url.rstrip("/")
+            if root.is_local and "://" not in path:
+                path_here = os.path.realpath(path) if os.path.exists(path) else path
+            else:
+                path_here = path
+            if path_here == base:
+                return index, ""
+            if path_here.startswith(base + "/"):
+                return index, path_here[len(base) + 1 :]
+        return None
+
     def relative_of(self, index: int, full: str) -> str:
         """The inverse of `resolve` for paths that come from listing `root.fs`."""
         root = self.get(index)

@@ -40,6 +40,7 @@ from marin.execution.records import (
     who,
 )
 from marin.execution.references import code_fingerprint, script_path
+from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
@@ -74,6 +75,10 @@ class StepDecision:
     reason: str
     code_changed: bool = False
     """Succeeded before, and the code fingerprint in its `.executor_info` differs from the code's now."""
+    reuse_from: str | None = None
+    """action 'reuse': the source folder that passed the checks made without reading its files."""
+    reuse_bytes: int = 0
+    """action 'reuse': the bytes its manifest lists (copied, or hashed in place by reference)."""
 
 
 def default_experiment_name() -> tuple[str, str | None]:
@@ -99,6 +104,7 @@ class Executor:
         experiment_name: str | None = None,
         script: str | None = None,
         record_extra: dict | None = None,
+        cache_from: CacheFrom | None = None,
     ):
         if not prefix:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
@@ -117,6 +123,9 @@ class Executor:
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
+        self.cache_from = cache_from
+        self._reusable: set[PlannedStep] = set()
+        self._references: dict[ExecutorStep, tuple[str, dict]] = {}
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -191,6 +200,8 @@ class Executor:
                 decisions.append(StepDecision(planned, state, "run", f"new hash: {reason}"))
             else:
                 decisions.append(StepDecision(planned, state, "run", f"was {state}"))
+        if self.cache_from is not None:
+            plan_reuse(decisions, plan, self.cache_from)
         return decisions
 
     def run(
@@ -282,11 +293,19 @@ class Executor:
                     "ended": outcomes[p].ended,
                     "duration_s": outcomes[p].duration_s,
                     "error": outcomes[p].error,
+                    **({"reused_from": outcomes[p].extra["reused_from"]} if "reused_from" in outcomes[p].extra else {}),
                 }
                 for p in plan.steps
                 if p in outcomes
             },
         }
+        external = {
+            p.identity: {k: o.extra["reused_from"][k] for k in ("path", "manifest_sha256")}
+            for p, o in outcomes.items()
+            if o.extra.get("reused_from", {}).get("mode") == "reference"
+        }
+        if external:
+            line["external_inputs"] = external
         append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
 
     def _execute(
@@ -296,6 +315,7 @@ class Executor:
         outcomes: dict[PlannedStep, StepOutcome] = {}
         interrupted = False
         pending: list[PlannedStep] = []
+        self._reusable = {d.planned for d in decisions if d.action == "reuse"}
         rerun_succeeded = {d.planned for d in decisions if d.action == "run" and d.state == SUCCESS}
         for d in decisions:
             if d.action == "skip":
@@ -304,6 +324,8 @@ class Executor:
                 outcomes[d.planned] = StepOutcome("FAILED", error="failed in an earlier run")
             else:
                 pending.append(d.planned)
+        inputs = {dep for p in pending for dep in p.dependencies}
+        self._references = read_references([d.planned for d in decisions if d.action == "skip" and d.planned in inputs])
         if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
             return outcomes, False
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
@@ -352,6 +374,9 @@ class Executor:
                 for handle, outcome in finished:
                     p = in_flight.pop(handle)
                     outcomes[p] = outcome
+                    origin = outcome.extra.get("reused_from") or {}
+                    if origin.get("mode") == "reference":
+                        self._references[p.step] = (origin["path"], {})
                     done_count += 1
                     self._progress(p, outcome, done_count, total, t_start)
                     if outcome.ok:
@@ -390,15 +415,20 @@ class Executor:
 
     def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool, run: dict) -> StepTask:
         resources = p.step.resources
+        referenced = {d.step: self._references[d.step] for d in p.dependencies if d.step in self._references}
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan, own_output=staging_template(p.output_path)),
+            config=instantiate_config(
+                p, plan, own_output=staging_template(p.output_path), paths={k: v[0] for k, v in referenced.items()}
+            ),
             info={**step_record(p, plan), "run": run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun_succeeded,
+            reuse=self.cache_from if p in self._reusable and not rerun_succeeded else None,
+            references=[v for v in referenced.values() if v[1]],
         )
 
     def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:
@@ -447,6 +477,11 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         counts[d.action] = counts.get(d.action, 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     print(f"plan under {prefix}: {len(decisions)} steps ({summary})", file=file)
+    reused = [d for d in decisions if d.action == "reuse"]
+    if reused:
+        sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
+        total = sum(d.reuse_bytes for d in reused)
+        print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
 
 
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
@@ -464,6 +499,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
             o = outcomes[d.planned]
             took = f"{o.duration_s:.1f}s" if o.duration_s is not None else "-"
             err = f"  {o.error}" if o.error and o.status != "DEP_FAILED" else ""
+            if o.status == "REUSED":
+                err = f"  from {o.extra['reused_from']['path']}"
             print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     print(f"{len(decisions)} steps: {summary}", file=file)

@@ -16,12 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from marin.execution.authoring import ExecutorStep
+from marin.execution.reuse import CacheMode
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "local_store"
-BOOL_FLAGS = ("--dry_run", "--force_run_failed", "--rerun_code_changed")
-LIST_FLAGS = ("--run_only",)
+BOOL_FLAGS = ("--dry_run", "--force_run_failed", "--rerun_code_changed", "--cache_code_changed")
+LIST_FLAGS = ("--run_only", "--cache_from")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class ExecutorMainConfig:
     """'ray' (default) or 'local' (threads in this process, for pdb)."""
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
+    cache_from: list[str] | None = None
+    """Other labs' prefixes (repeatable, in order; else MARIN_CACHE_FROM): their steps are verified, then reused."""
+    cache_mode: CacheMode = "copy"
+    """How reused outputs are published, 'copy' (into this prefix) or 'reference' (read where they are)."""
+    cache_code_changed: bool = False
+    """Reuse outputs even when the code that made them differs from this checkout's."""
 
 
 FLAG_VALUES = {
@@ -50,6 +57,8 @@ FLAG_VALUES = {
     "max_concurrent": "N",
     "backend": "ray|local",
     "ray_address": "ADDRESS",
+    "cache_from": "PREFIX...",
+    "cache_mode": "copy|reference",
 }
 """What follows each flag in `--help` (booleans take nothing)."""
 
@@ -68,8 +77,9 @@ def run_flags_help() -> str:
 
 
 def normalise_args(argv: Sequence[str]) -> list[str]:
-    """Bare boolean flags get 'true'; list flags gather their values into draccus's '[a,b]'."""
+    """Bare boolean flags get 'true'; list flags gather their values (over repeats) into draccus's '[a,b]'."""
     out: list[str] = []
+    gathered: dict[str, list[str]] = {}
     i = 0
     argv = list(argv)
     while i < len(argv):
@@ -88,13 +98,15 @@ def normalise_args(argv: Sequence[str]) -> list[str]:
                 values.append(argv[i])
                 i += 1
             if len(values) == 1 and values[0].startswith("["):
-                out += [name, values[0]]
-            else:
-                out += [name, "[" + ",".join(values) + "]"]
+                values = [v for v in values[0].strip("[]").split(",") if v]
+            if name not in gathered:
+                gathered[name] = []
+                out += [name, gathered[name]]  # type: ignore[list-item]
+            gathered[name].extend(values)
             continue
         out.append(arg)
         i += 1
-    return out
+    return [("[" + ",".join(a) + "]") if isinstance(a, list) else a for a in out]
 
 
 def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
@@ -105,6 +117,13 @@ def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
 
 def resolve_prefix(prefix: str | None) -> str:
     return prefix or os.environ.get("MARIN_PREFIX") or DEFAULT_PREFIX
+
+
+def cache_from_of(cfg: ExecutorMainConfig):
+    """The run's `CacheFrom` (marin.execution.reuse) from its flags and MARIN_CACHE_FROM, or None."""
+    from marin.execution.reuse import CacheFrom
+
+    return CacheFrom.build(cfg.cache_from, cfg.cache_mode, cfg.cache_code_changed)
 
 
 def configure_logging() -> None:
@@ -151,6 +170,7 @@ def executor_main(
         ray_address=cfg.ray_address,
         description=description,
         experiment_name=experiment_name,
+        cache_from=cache_from_of(cfg),
     )
     try:
         return executor.run(

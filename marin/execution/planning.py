@@ -320,28 +320,33 @@ def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
         raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
 
 
-def instantiate_config(planned: PlannedStep, plan: Plan, own_output: str | None = None) -> Any:
+def instantiate_config(
+    planned: PlannedStep, plan: Plan, own_output: str | None = None, paths: dict | None = None
+) -> Any:
     """The step's config with every marker replaced by a plain value (paths as strings).
 
     `own_output` fills `this_output_path()` with another folder than the step's published one (an
-    attempt's staging folder); such a config is built afresh, never the one planning cached.
+    attempt's staging folder); such a config is built afresh, never the one planning cached. `paths`
+    maps a dependency (an ExecutorStep) to the folder it is read from instead of its own (an output
+    published by reference lives in another prefix).
     """
-    if own_output is not None:
-        return _instantiate(planned, plan.by_step, own_output)
+    if own_output is not None or paths:
+        return _instantiate(planned, plan.by_step, own_output, paths)
     if planned.config is None and planned.step.config is not None:
         planned.config = _instantiate(planned, plan.by_step)
     return planned.config
 
 
-def _instantiate(planned: PlannedStep, by_step: dict, own_output: str | None = None) -> Any:
+def _instantiate(planned: PlannedStep, by_step: dict, own_output: str | None = None, paths: dict | None = None) -> Any:
     own = planned.output_path if own_output is None else own_output
+    paths = paths or {}
 
     def resolve(value: Any) -> Any:
         cls = type(value)
         if cls is VersionedValue:
             return value.value
         if cls is InputName:
-            base = by_step[value.step].output_path
+            base = paths.get(value.step) or by_step[value.step].output_path
             return join(base, value.name) if value.name else base
         if cls is OutputName:
             return join(own, value.name) if value.name else own

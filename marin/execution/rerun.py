@@ -241,10 +241,29 @@ def _run_materialized(folder: str, what: str, record_path: str, prefix: str, arg
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _recorded_references(record_path: str):
+    """The outputs the record's runs used by reference (marin.execution.reuse), to reference again, pinned to
+    the manifests they had: a rerun refuses a step whose referenced bytes changed rather than recompute it."""
+    from marin.execution.reuse import pinned_inputs
+    from marin.storage import read_text
+    from marin.storage.layout import runs_file
+
+    lines = []
+    for text in (read_text(runs_file(record_path)) or "").splitlines():
+        try:
+            lines.append(json.loads(text))
+        except ValueError:
+            continue
+    cache = pinned_inputs(lines)
+    if cache is not None:
+        logger.warning("rerun: referencing %d external input(s) again, verified against the record", len(cache.pinned))
+    return cache
+
+
 def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "recorded") -> int:
     """`marin rerun RECORD --prefix P [--code recorded|checkout] [--dry_run] [--run_only ...] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
-    from marin.execution.main import configure_logging, parse_main_args
+    from marin.execution.main import cache_from_of, configure_logging, parse_main_args
 
     configure_logging()
     cfg = parse_main_args(args)
@@ -287,6 +306,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
         experiment_name=record.get("name"),
         script=record.get("script"),
         record_extra=extra,
+        cache_from=cache_from_of(cfg) or _recorded_references(record_path),
     )
     try:
         executor.run(

@@ -106,6 +106,10 @@ class StepTask:
     """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
     gang: Any = None
     """A `marin.execution.gang.GangSpec` when the step runs on several hosts (Ray backend), else None."""
+    reuse: Any = None
+    """A `marin.execution.reuse.CacheFrom`: sources to reuse this step's output from before running it."""
+    references: list = field(default_factory=list)
+    """(folder, manifest) of inputs published by reference: hashed again before the step runs."""
 
 
 @dataclass
@@ -113,7 +117,8 @@ class StepOutcome:
     """What happened to a step in this run."""
 
     status: str
-    """SUCCESS (ran here), SKIPPED (already done), RAN_ELSEWHERE, FAILED, DEP_FAILED or NOT_RUN."""
+    """SUCCESS (ran here), REUSED (verified and published from another prefix), SKIPPED (already done),
+    RAN_ELSEWHERE, FAILED, DEP_FAILED or NOT_RUN."""
     started: str | None = None
     ended: str | None = None
     duration_s: float | None = None
@@ -124,7 +129,7 @@ class StepOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("SUCCESS", "SKIPPED", "RAN_ELSEWHERE")
+        return self.status in ("SUCCESS", "REUSED", "SKIPPED", "RAN_ELSEWHERE")
 
 
 def execute_step(task: StepTask) -> StepOutcome:
@@ -287,6 +292,10 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     stage_commit_file(staging, INFO_FILE, dump_json(task.info))
     stage_commit_file(staging, STATUS_FILE, RUNNING.encode())
     _publish_under_lease(lease, staging, out, None, [INFO_FILE, STATUS_FILE])
+    if task.reuse is not None or task.references:
+        decided = _reuse_or_check(task, lease, attempt, staging)
+        if decided is not None:
+            return decided
     config = bind_output(task.config, staging_template(out), staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
@@ -344,6 +353,41 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     lease.release()
     discard_attempts(out)
     return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
+
+
+def _reuse_or_check(task: StepTask, lease: Lease, attempt: int, staging: str) -> StepOutcome | None:
+    """Before the step runs, under its lease: REUSED when a source's output verified and was published here
+    (marin.execution.reuse); FAILED when an input published by reference changed; None: run the step."""
+    from marin.execution.reuse import ReferenceChanged, check_reference, reuse_output
+
+    out = task.output_path
+    log_path = f"{logs_dir(out)}/{attempt:03d}.reuse.log"
+    started, t0 = utc_now(), time.monotonic()
+    reused = None
+    with _log_sink(task, log_path, lease):
+        try:
+            for folder, manifest in task.references:
+                check_reference(folder, manifest)
+            if task.reuse is not None:
+                reused = reuse_output(task.reuse, task.info, staging)
+        except ReferenceChanged as exc:
+            logger.error("step %s: %s; refusing to run on it", task.name, exc)
+            stage_commit_file(staging, STATUS_FILE, FAILED.encode())
+            _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
+            lease.release()
+            return StepOutcome("FAILED", started, utc_now(), time.monotonic() - t0, str(exc), attempt, log_path)
+    if reused is None:
+        return None
+    stage_commit_file(staging, INFO_FILE, dump_json({**task.info, "reused_from": reused.origin}))
+    stage_commit_file(staging, MANIFEST_FILE, dump_json(reused.manifest))
+    stage_commit_file(staging, STATUS_FILE, SUCCESS.encode())
+    publication = prepare_publication(staging, out)
+    _publish_under_lease(lease, staging, out, publication, [INFO_FILE, MANIFEST_FILE, STATUS_FILE])
+    lease.release()
+    discard_attempts(out)
+    return StepOutcome(
+        "REUSED", started, utc_now(), time.monotonic() - t0, None, attempt, log_path, {"reused_from": reused.origin}
+    )
 
 
 def _publish_under_lease(

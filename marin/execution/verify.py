@@ -95,7 +95,8 @@ def rehash_mismatches(output: str, manifest: dict) -> list[str]:
     Volatile files are checked too: volatile means their bytes may differ between two identical runs, not
     that they may change once published (a step has finished writing when its function returns)."""
     recorded = {f["path"]: f for f in manifest.get("files", [])}
-    now = {f["path"]: f for f in compute_manifest(output)["files"]}
+    # an output reused by reference (marin.execution.reuse) keeps its files in the source folder it names
+    now = {f["path"]: f for f in compute_manifest(manifest.get("reference") or output)["files"]}
     problems = []
     for path in sorted(set(recorded) | set(now)):
         before, after = recorded.get(path), now.get(path)

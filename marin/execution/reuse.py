@@ -1,0 +1,518 @@
+"""Reuse across labs: a step another prefix already published is verified byte by byte, then published here.
+
+    python experiments/tutorial/tiny_lm.py --prefix lab-b --cache_from lab-a
+
+Lab B's `tokenized/shakespeare-1a2b3c4d` has the same identity (`<name>-<hash>`) as lab A's, because the
+prefix never enters a hash. Before B runs that step, the runner (under B's lease, in the attempt's staging
+folder) asks each source in turn, `reuse_output(...)`:
+
+1. does `<source>/<name>-<hash>` say SUCCESS, with a manifest and an `.executor_info` of the same name
+   and hash, made by the same code fingerprint (unless the run asks for reuse across code changes)?
+2. is every manifest path a plain relative path that stays inside the source folder (no `..`, no
+   absolute path, no executor file, no symlink leading out), present, and of the size the manifest says?
+3. copying: each file goes into the staging folder (a server-side copy inside one bucket backend, else
+   a stream), and the bytes that arrived are hashed and compared with the manifest. Nothing of a remote
+   SUCCESS is trusted: a file whose sha256 differs rejects the source;
+4. the source's status and manifest still have the versions (generation, ETag, inode and mtime) read in
+   step 1, so a source rewritten while it was copied is detected.
+
+Only then is the output published here by the usual rules (manifest, SUCCESS, under this prefix's lease),
+with `reused_from` (source, path, record that made it, manifest digest) in its `.executor_info` and the
+outcome REUSED. Any failure is a reason in the step's log (`.executor_logs/NNN.reuse.log`) and the step
+runs as if no source existed. A source is only read: nothing is written, locked or leased there.
+
+With `mode="reference"` the files are hashed where they are and not copied: the step's folder here holds
+only the executor's files, its manifest is the source's, and downstream steps read the source folder
+(`referenced_path`). Before a later run uses such a reference it hashes the source again (`check_reference`)
+and refuses to go on if the bytes changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import posixpath
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Literal
+
+import orjson
+
+from marin.storage import (
+    backend_for,
+    current_version,
+    delete,
+    is_local,
+    join,
+    list_dir,
+    open_read,
+    open_write,
+    protocol_of,
+    read_bytes,
+    read_with_version,
+    strip_protocol,
+)
+from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE, is_bookkeeping, is_record_name
+
+logger = logging.getLogger(__name__)
+
+CacheMode = Literal["copy", "reference"]
+CACHE_FROM_ENV = "MARIN_CACHE_FROM"
+"""Sources to reuse from when `--cache_from` is not given: prefixes separated by commas."""
+COPY_CHUNK = 8 << 20
+PARALLELISM = 8
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheFrom:
+    """Where a run may reuse outputs from, and how."""
+
+    sources: tuple[str, ...] = ()
+    """Prefixes (folders, gs://, s3://) tried in order for each step that would run."""
+    mode: CacheMode = "copy"
+    """'copy': the verified files are copied here. 'reference': they stay in the source and are read there."""
+    code_changed: bool = False
+    """Reuse an output even when the code that made it differs from this checkout's (off by default)."""
+    pinned: dict[str, str] = field(default_factory=dict)
+    """Step identity -> the manifest digest it must have (a rerun of a record that referenced it): any other
+    manifest, or bytes that do not verify, refuse the step instead of running it."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("copy", "reference"):
+            raise ValueError(f"cache_mode must be 'copy' or 'reference', got {self.mode!r}")
+        for s in self.sources:
+            if not isinstance(s, str) or not s.strip():
+                raise ValueError(f"cache_from: an empty source prefix in {list(self.sources)!r}")
+
+    @classmethod
+    def build(
+        cls, sources: list[str] | tuple[str, ...] | None, mode: str = "copy", code_changed: bool = False
+    ) -> CacheFrom | None:
+        """From the flags, else MARIN_CACHE_FROM; None when there is no source."""
+        if not sources:
+            env = os.environ.get(CACHE_FROM_ENV, "")
+            sources = [s for s in (p.strip() for p in env.split(",")) if s]
+        if not sources:
+            return None
+        normal = tuple(s.rstrip("/") if "://" in s else os.path.abspath(s) for s in sources)
+        return cls(sources=normal, mode=mode, code_changed=code_changed)  # type: ignore[arg-type]
+
+
+class Rejected(Exception):
+    """This source cannot be reused for this step; the message says why."""
+
+
+class Unreachable(Rejected):
+    """The source could not be read at all (a warning, not a verdict on its bytes)."""
+
+
+@dataclass
+class Candidate:
+    """A source's SUCCESS output of the step, as read before any byte is copied."""
+
+    source: str
+    """The source prefix."""
+    path: str
+    """The step's folder in the source."""
+    manifest: dict
+    """The source's manifest, as read."""
+    manifest_version: str
+    status_version: str
+    info: dict
+    """The source's `.executor_info`."""
+    manifest_sha256: str
+    """sha256 of the manifest's bytes: the digest records name a reused output by."""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(int(f["size"]) for f in self.manifest["files"])
+
+
+@dataclass
+class Reused:
+    """What `reuse_output` published: the manifest for this prefix and where it came from."""
+
+    manifest: dict
+    origin: dict
+    reasons: list[str] = field(default_factory=list)
+    """Why earlier sources were passed over."""
+
+
+def _check_entry_path(rel: object) -> str:
+    if not isinstance(rel, str) or not rel:
+        raise Rejected(f"manifest entry with a bad path {rel!r}")
+    if rel.startswith("/") or "\\" in rel or "://" in rel:
+        raise Rejected(f"manifest path {rel!r} is not a relative path inside the step's folder")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts) or posixpath.normpath(rel) != rel:
+        raise Rejected(f"manifest path {rel!r} escapes the step's folder")
+    if is_bookkeeping(rel):
+        raise Rejected(f"manifest path {rel!r} names an executor file")
+    return rel
+
+
+def _check_manifest(manifest: object, where: str) -> dict:
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("files"), list):
+        raise Rejected(f"{where}: the manifest has no file list")
+    seen = set()
+    for entry in manifest["files"]:
+        if not isinstance(entry, dict):
+            raise Rejected(f"{where}: a manifest entry is not an object")
+        rel = _check_entry_path(entry.get("path"))
+        size, sha = entry.get("size"), entry.get("sha256")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise Rejected(f"{where}: manifest size of {rel!r} is {size!r}")
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise Rejected(f"{where}: manifest sha256 of {rel!r} is {sha!r}")
+        if rel in seen:
+            raise Rejected(f"{where}: {rel!r} is listed twice in the manifest")
+        seen.add(rel)
+    total = manifest.get("total_size")
+    if total is not None and total != sum(f["size"] for f in manifest["files"]):
+        raise Rejected(f"{where}: the manifest's total_size {total} is not the sum of its file sizes")
+    return manifest
+
+
+def probe(source: str, info: dict, cache: CacheFrom) -> Candidate:
+    """The source's output of the step `info` describes, checked without reading its files; Rejected if not."""
+    rel = info.get("relative_output_path") or f"{info['name']}-{info['hash']}"
+    path = join(source, rel)
+    try:
+        status = read_with_version(join(path, STATUS_FILE))
+        manifest_read = read_with_version(join(path, MANIFEST_FILE))
+        info_bytes = read_bytes(join(path, INFO_FILE))
+    except Exception as exc:
+        raise Unreachable(f"{source} cannot be read ({type(exc).__name__}: {exc})") from exc
+    if status is None:
+        raise Rejected(f"no output at {path}")
+    if status.data.strip() != b"SUCCESS":
+        raise Rejected(f"{path} is {status.data.strip().decode('utf-8', 'replace')}, not SUCCESS")
+    if manifest_read is None or info_bytes is None:
+        raise Rejected(f"{path} says SUCCESS but has no {'manifest' if manifest_read is None else INFO_FILE}")
+    try:
+        manifest = orjson.loads(manifest_read.data)
+        source_info = orjson.loads(info_bytes)
+    except ValueError as exc:
+        raise Rejected(f"{path}: unreadable manifest or info ({exc})") from None
+    if not isinstance(source_info, dict):
+        raise Rejected(f"{path}: {INFO_FILE} is not an object")
+    if (source_info.get("name"), source_info.get("hash")) != (info.get("name"), info.get("hash")):
+        raise Rejected(
+            f"{path} holds {source_info.get('name')}-{source_info.get('hash')}, not {info.get('name')}-{info.get('hash')}"
+        )
+    theirs, ours = source_info.get("code_fingerprint"), info.get("code_fingerprint")
+    if theirs != ours and not cache.code_changed:
+        raise Rejected(
+            f"{path} was made by other code (fingerprint {str(theirs)[:12]}, this checkout {str(ours)[:12]}); "
+            "--cache_code_changed reuses it anyway"
+        )
+    _check_manifest(manifest, path)
+    return Candidate(
+        source=source,
+        path=path,
+        manifest=manifest,
+        manifest_version=manifest_read.version,
+        status_version=status.version,
+        info=source_info,
+        manifest_sha256=hashlib.sha256(manifest_read.data).hexdigest(),
+    )
+
+
+def find_candidate(info: dict, cache: CacheFrom) -> tuple[Candidate | None, list[str]]:
+    """The first source whose output passes `probe` (what `marin plan` shows), and why the others did not."""
+    reasons = []
+    for source in cache.sources:
+        try:
+            return probe(source, info, cache), reasons
+        except Rejected as exc:
+            reasons.append(str(exc))
+    return None, reasons
+
+
+def _check_files(candidate: Candidate) -> None:
+    """Every manifest file is present with its size and stays inside the source folder (symlinks resolved)."""
+    path = candidate.path
+    if is_local(path):
+        base = os.path.realpath(strip_protocol(path))
+        for entry in candidate.manifest["files"]:
+            full = os.path.join(strip_protocol(path), entry["path"])
+            real = os.path.realpath(full)
+            if os.path.commonpath([base, real]) != base:
+                raise Rejected(f"{entry['path']} in {path} leads outside the step's folder (to {real})")
+            if not os.path.isfile(real):
+                raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
+            actual = os.path.getsize(real)
+            if actual != entry["size"]:
+                raise Rejected(
+                    f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the file has {actual}"
+                )
+        return
+    listed = dict(backend_for(path).list_files(path))
+    for entry in candidate.manifest["files"]:
+        actual = listed.get(entry["path"])
+        if actual is None:
+            raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
+        if actual != entry["size"]:
+            raise Rejected(
+                f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the object has {actual}"
+            )
+
+
+def _hash_stream(src, dst=None) -> tuple[int, str]:
+    digest, n = hashlib.sha256(), 0
+    while chunk := src.read(COPY_CHUNK):
+        digest.update(chunk)
+        n += len(chunk)
+        if dst is not None:
+            dst.write(chunk)
+    return n, digest.hexdigest()
+
+
+def _hash_file(path: str) -> tuple[int, str]:
+    if is_local(path):
+        with open(strip_protocol(path), "rb") as f:
+            return _hash_stream(f)
+    with open_read(path) as f:
+        return _hash_stream(f)
+
+
+def _copy_one(source: str, target: str) -> tuple[int, str]:
+    """Copies one file and returns the size and sha256 of the bytes that arrived (or were streamed)."""
+    if not is_local(source) and protocol_of(source) == protocol_of(target):
+        if not backend_for(source).copy(source, target):
+            raise Rejected(f"{source} vanished while it was copied")
+        return _hash_file(target)
+    with open_read(source) as src, open_write(target) as dst:
+        return _hash_stream(src, dst)
+
+
+def _verify_bytes(candidate: Candidate, staging: str | None) -> int:
+    """Hashes every file (copying it into `staging` unless None); Rejected on the first mismatch. Bytes read."""
+    entries = candidate.manifest["files"]
+
+    def one(entry: dict) -> int:
+        src = join(candidate.path, entry["path"])
+        try:
+            size, sha = _copy_one(src, join(staging, entry["path"])) if staging else _hash_file(src)
+        except Rejected:
+            raise
+        except Exception as exc:
+            raise Rejected(f"{src} could not be read ({type(exc).__name__}: {exc})") from exc
+        if size != entry["size"] or sha != entry["sha256"]:
+            raise Rejected(
+                f"{entry['path']} in {candidate.path}: its bytes do not match the manifest "
+                f"({size} bytes, sha256 {sha[:12]}; the manifest says {entry['size']} bytes, {entry['sha256'][:12]})"
+            )
+        return size
+
+    if len(entries) <= 1:
+        return sum(one(e) for e in entries)
+    with ThreadPoolExecutor(max_workers=min(PARALLELISM, len(entries))) as pool:
+        return sum(pool.map(one, entries))
+
+
+def _check_unchanged(candidate: Candidate) -> None:
+    for name, version in ((STATUS_FILE, candidate.status_version), (MANIFEST_FILE, candidate.manifest_version)):
+        if current_version(join(candidate.path, name)) != version:
+            raise Rejected(f"{candidate.path} changed while it was read ({name} was rewritten)")
+
+
+def clear_outputs(staging: str) -> None:
+    """Removes the step's own files from a staging folder (the executor's files stay)."""
+    if is_local(staging):
+        base = strip_protocol(staging)
+        for name in list_dir(staging):
+            if not is_bookkeeping(name):
+                delete(os.path.join(base, name), recursive=True)
+        return
+    for rel, _ in backend_for(staging).list_files(staging):
+        if not is_bookkeeping(rel):
+            delete(join(staging, rel))
+
+
+def source_record(candidate: Candidate) -> str | None:
+    """The experiment record under the source that lists this step (the one whose run made it, if several)."""
+    folder = join(candidate.source, "experiments")
+    identity = f"{candidate.info.get('name')}-{candidate.info.get('hash')}"
+    run_id = (candidate.info.get("run") or {}).get("run_id")
+    found = []
+    try:
+        for name in list_dir(folder)[:500]:
+            if not is_record_name(name):
+                continue
+            data = read_bytes(join(folder, name))
+            if data and identity.encode() in data:
+                found.append(join(folder, name))
+        if len(found) > 1 and run_id:
+            for path in found:
+                runs = read_bytes(path.removesuffix(".json") + ".runs.jsonl") or b""
+                if run_id.encode() in runs:
+                    return path
+    except Exception as exc:
+        logger.warning("could not read the records under %s: %s", folder, exc)
+    return found[0] if found else None
+
+
+def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
+    """Publishes nothing itself: fills `staging` with a verified copy (or nothing, by reference) of the first
+    source that passes every check, and returns the manifest and origin to publish; None when none does."""
+    reasons: list[str] = []
+    identity = f"{info.get('name')}-{info.get('hash')}"
+    pinned = cache.pinned.get(identity)
+    for source in cache.sources:
+        t0 = time.monotonic()
+        try:
+            candidate = probe(source, info, cache)
+            if pinned is not None and candidate.manifest_sha256 != pinned:
+                raise Rejected(
+                    f"{candidate.path}: its manifest is not the one the record used "
+                    f"(sha256 {candidate.manifest_sha256[:12]}, recorded {pinned[:12]})"
+                )
+            _check_files(candidate)
+            if cache.mode == "copy":
+                clear_outputs(staging)
+            read = _verify_bytes(candidate, staging if cache.mode == "copy" else None)
+            _check_unchanged(candidate)
+        except Unreachable as exc:
+            logger.warning("%s: not reused from %s: %s", identity, source, exc)
+            reasons.append(str(exc))
+            continue
+        except Rejected as exc:
+            logger.warning("%s: not reused from %s: %s", identity, source, exc)
+            reasons.append(str(exc))
+            if cache.mode == "copy":
+                clear_outputs(staging)
+            continue
+        seconds = time.monotonic() - t0
+        origin = {
+            "source": source,
+            "path": candidate.path,
+            "mode": cache.mode,
+            "record": source_record(candidate),
+            "run_id": (candidate.info.get("run") or {}).get("run_id"),
+            "code_fingerprint": candidate.info.get("code_fingerprint"),
+            "manifest_sha256": candidate.manifest_sha256,
+            "bytes_verified": read,
+            "bytes_copied": read if cache.mode == "copy" else 0,
+            "seconds": round(seconds, 3),
+        }
+        logger.info(
+            "%s: reused from %s (%s, %d files, %d bytes verified in %.2f s)",
+            identity,
+            candidate.path,
+            cache.mode,
+            len(candidate.manifest["files"]),
+            read,
+            seconds,
+        )
+        manifest = {"files": candidate.manifest["files"], "total_size": candidate.total_bytes}
+        if cache.mode == "reference":
+            manifest["reference"] = candidate.path
+        return Reused(manifest=manifest, origin=origin, reasons=reasons)
+    if pinned is not None:
+        raise ReferenceChanged(
+            f"{identity}: the external input the record used is gone or changed: {'; '.join(reasons)}"
+        )
+    if reasons:
+        logger.info("%s: no source could be reused; running the step", identity)
+    return None
+
+
+def pinned_inputs(runs: list[dict]) -> CacheFrom | None:
+    """For `marin rerun`: the external inputs of a record's last run that had any, to reference again, pinned."""
+    for line in reversed(runs):
+        external = line.get("external_inputs")
+        if isinstance(external, dict) and external:
+            sources = []
+            for identity, entry in external.items():
+                path = str(entry.get("path", ""))
+                source = path[: -len(identity) - 1] if path.endswith("/" + identity) else path.rsplit("/", 1)[0]
+                if source not in sources:
+                    sources.append(source)
+            pins = {k: str(v.get("manifest_sha256")) for k, v in external.items()}
+            return CacheFrom(sources=tuple(sources), mode="reference", pinned=pins)
+    return None
+
+
+def referenced_path(info: dict | None) -> str | None:
+    """Where a step published by reference keeps its files (None for an ordinary output)."""
+    origin = (info or {}).get("reused_from")
+    if isinstance(origin, dict) and origin.get("mode") == "reference" and isinstance(origin.get("path"), str):
+        return origin["path"]
+    return None
+
+
+class ReferenceChanged(RuntimeError):
+    """A referenced output's bytes are no longer those it was reused with."""
+
+
+def check_reference(path: str, manifest: dict) -> None:
+    """Hashes the referenced folder `path` against the manifest recorded when it was reused; ReferenceChanged if
+    any file differs, is missing or does not stay inside the folder."""
+    candidate = Candidate(
+        source=path, path=path, manifest=manifest, manifest_version="", status_version="", info={}, manifest_sha256=""
+    )
+    try:
+        _check_manifest(manifest, path)
+        _check_files(candidate)
+        _verify_bytes(candidate, None)
+    except Rejected as exc:
+        raise ReferenceChanged(f"the referenced output {path} changed since it was reused: {exc}") from None
+
+
+def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
+    """Turns the decisions to run a step into 'reuse' where a source passes the checks made without reading
+    its files (SUCCESS, same identity and code, a sound manifest); the runner verifies every byte later."""
+    from marin.execution.records import step_record
+
+    todo = [d for d in decisions if d.action == "run" and d.state != "SUCCESS"]
+    if not todo:
+        return
+
+    def look(d):
+        return find_candidate(step_record(d.planned, plan), cache)
+
+    if all(is_local(s) for s in cache.sources) or len(todo) == 1:
+        found = [look(d) for d in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=min(32, len(todo))) as pool:
+            found = list(pool.map(look, todo))
+    for d, (candidate, reasons) in zip(todo, found, strict=True):
+        if candidate is None and d.planned.identity in cache.pinned:
+            d.action = "reuse"
+            d.reason = f"refused: the record's external input did not verify ({'; '.join(reasons) or 'no source'})"
+            continue
+        if candidate is None:
+            telling = [r for r in reasons if not r.startswith("no output at")]
+            if telling:
+                d.reason += f"; not reusable: {telling[0]}"
+                logger.warning("%s: not reused: %s", d.planned.identity, "; ".join(telling))
+            continue
+        d.action = "reuse"
+        how = "to copy" if cache.mode == "copy" else "to verify in place"
+        d.reason = f"from {candidate.path} ({candidate.total_bytes:,} bytes {how})"
+        d.reuse_from = candidate.path
+        d.reuse_bytes = candidate.total_bytes
+
+
+def read_references(planned_steps: list) -> dict:
+    """For steps already published by reference: ExecutorStep -> (the folder they are read from, their manifest)."""
+    from marin.storage import read_bytes_many
+
+    if not planned_steps:
+        return {}
+    infos = read_bytes_many([join(p.output_path, INFO_FILE) for p in planned_steps])
+    found = {}
+    for p, data in zip(planned_steps, infos, strict=True):
+        try:
+            path = referenced_path(orjson.loads(data)) if data else None
+        except ValueError:
+            path = None
+        if path is None:
+            continue
+        manifest_data = read_bytes(join(p.output_path, MANIFEST_FILE))
+        manifest = orjson.loads(manifest_data) if manifest_data else {"files": []}
+        found[p.step] = (path, manifest)
+    return found
