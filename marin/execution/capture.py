@@ -7,6 +7,10 @@ module are routed by the step's log held in a context variable instead. A contex
 than a thread-local: a step that fans work out to threads (the tokenize step's pipeline) runs each
 piece in a copy of its own context, so what those threads print and log lands in the step's log
 too, not on the terminal.
+
+What reaches the log through Python (prints, log records) passes `redaction.redact_text` first: URL
+passwords, token-shaped strings and the values redacted from this process's command line never reach
+a log file. Bytes a subprocess or a C library writes to the descriptors are not filtered.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import logging
 import os
 import sys
 import threading
+
+from marin.execution.redaction import redact_text
 
 _sink: contextvars.ContextVar = contextvars.ContextVar("marin_step_log", default=None)
 _install_lock = threading.Lock()
@@ -34,7 +40,10 @@ class _ThreadRoutedStream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         sink = _sink.get()
-        return (sink if sink is not None else self._fallback).write(text)
+        if sink is None:
+            return self._fallback.write(text)
+        sink.write(redact_text(text))
+        return len(text)
 
     def flush(self) -> None:
         sink = _sink.get()
@@ -57,9 +66,14 @@ class _ThreadSinkHandler(logging.Handler):
         if sink is None:
             return
         try:
-            sink.write(self.format(record) + "\n")
+            sink.write(redact_text(self.format(record)) + "\n")
         except Exception:
             self.handleError(record)
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
 
 
 _handler = _ThreadSinkHandler()
@@ -115,7 +129,7 @@ def capture_process(log_path: str):
     saved_out, saved_err = os.dup(1), os.dup(2)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(_RedactingFormatter(LOG_FORMAT))
     root = logging.getLogger()
     old_level = root.level
     try:

@@ -99,6 +99,7 @@ class Executor:
         experiment_name: str | None = None,
         script: str | None = None,
         record_extra: dict | None = None,
+        allow_credentials_in_patch: bool = False,
     ):
         if not prefix:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
@@ -117,6 +118,7 @@ class Executor:
         self.experiment_name = experiment_name or default_name
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
+        self.allow_credentials_in_patch = allow_credentials_in_patch
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -222,7 +224,9 @@ class Executor:
         started = utc_now()
         record_exists = exists(record_path)
         store = any(d.action != "skip" for d in decisions) or not record_exists
-        run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
+        run = run_provenance(
+            plan, started, uuid.uuid4().hex, store=store, allow_credentials_in_patch=self.allow_credentials_in_patch
+        )
         if not record_exists:
             self._write_record(plan, record_path, run)
         outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
@@ -269,6 +273,7 @@ class Executor:
             "user": identity["user"],
             "host": identity["host"],
             "command": identity["command"],
+            "redacted": identity["redacted"],
             "started": started,
             "ended": utc_now(),
             "git": run["git"],

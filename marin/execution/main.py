@@ -20,7 +20,7 @@ from marin.execution.authoring import ExecutorStep
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "local_store"
-BOOL_FLAGS = ("--dry_run", "--force_run_failed", "--rerun_code_changed")
+BOOL_FLAGS = ("--dry_run", "--force_run_failed", "--rerun_code_changed", "--allow_credentials_in_patch")
 LIST_FLAGS = ("--run_only",)
 
 
@@ -42,6 +42,8 @@ class ExecutorMainConfig:
     """'ray' (default) or 'local' (threads in this process, for pdb)."""
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
+    allow_credentials_in_patch: bool = False
+    """Store the uncommitted changes even if a line looks like a credential (a run refuses them otherwise)."""
 
 
 FLAG_VALUES = {
@@ -151,6 +153,7 @@ def executor_main(
         ray_address=cfg.ray_address,
         description=description,
         experiment_name=experiment_name,
+        allow_credentials_in_patch=cfg.allow_credentials_in_patch,
     )
     try:
         return executor.run(

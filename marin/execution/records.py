@@ -28,6 +28,7 @@ from typing import Any
 
 from marin.execution.canonical import canonical_json
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
+from marin.execution.redaction import CredentialInPatchError, find_in_patch, redact_argv
 from marin.execution.references import GIT_STATE_FILE, code_fingerprint, project_imports, project_root, reference_of
 from marin.storage.layout import RECORD_FORMAT
 
@@ -244,14 +245,22 @@ def store_blob(prefix: str, data: bytes, suffix: str, store: bool = True) -> str
     return rel
 
 
-def run_provenance(plan: Plan, started: str, run_id: str, store: bool = True) -> dict:
+def run_provenance(
+    plan: Plan, started: str, run_id: str, store: bool = True, allow_credentials_in_patch: bool = False
+) -> dict:
     """Who ran what code where: the `run` of each step's `.executor_info` and the record's `git`.
 
     The patch, the source of scripts outside the checkout and the full environment are named by their
     content-addressed paths relative to the prefix, and, with `store`, written there (a run that finds every
-    step done and its record written skips the writes: an earlier run stored them)."""
+    step done and its record written skips the writes: an earlier run stored them). A patch holding
+    something credential-shaped is refused (CredentialInPatchError naming file and line) unless
+    `allow_credentials_in_patch`: it is stored verbatim, since a rerun applies it."""
     files = code_files(plan)
     state = checkout_state(files)
+    if state.patch and store and not allow_credentials_in_patch:
+        findings = find_in_patch(state.patch)
+        if findings:
+            raise CredentialInPatchError(findings)
     git = state.to_json()
     env = environment()
     env_bytes = dump_json(env)
@@ -275,6 +284,7 @@ def run_provenance(plan: Plan, started: str, run_id: str, store: bool = True) ->
         "host": identity["host"],
         "pid": identity["pid"],
         "command": identity["command"],
+        "redacted": identity["redacted"],
         "root": root,
         "git": git,
         "scripts": scripts,
@@ -346,11 +356,20 @@ def environment() -> dict:
 
 
 def who() -> dict:
+    """Who runs this process: user, host, pid, and its command line with credentials redacted
+    (`redacted` names the flags whose values were replaced)."""
     try:
         user = getpass.getuser()
     except Exception:
         user = None
-    return {"user": user, "host": socket.gethostname(), "pid": os.getpid(), "command": list(sys.argv)}
+    command = redact_argv(sys.argv)
+    return {
+        "user": user,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "command": command.argv,
+        "redacted": command.redacted,
+    }
 
 
 def experiment_record(
@@ -370,6 +389,7 @@ def experiment_record(
         "user": identity["user"],
         "host": identity["host"],
         "command": identity["command"],
+        "redacted": identity["redacted"],
         "git": run["git"],
         "scripts": run["scripts"],
         "environment": environment(),

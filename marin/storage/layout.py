@@ -239,6 +239,9 @@ class ExperimentRecord(_Record):
     user: str | None = None
     host: str | None = None
     command: list | None = None
+    """The command line that wrote the record, credentials redacted."""
+    redacted: list | None = None
+    """What was redacted from `command` (flag names, or `--flag (kind)` for a token shape or URL password)."""
     git: dict | None = None
     environment: dict | None = None
     steps: list = dataclasses.field(default_factory=list)
@@ -259,6 +262,9 @@ class RunLine(_Record):
     user: str | None = None
     host: str | None = None
     command: list | None = None
+    """The run's command line, credentials redacted."""
+    redacted: list | None = None
+    """What was redacted from `command`."""
     started: str | None = None
     ended: str | None = None
     git: dict | None = None
