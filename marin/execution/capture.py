@@ -127,7 +127,7 @@ def capture_process(log_path: str):
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter(LOG_FORMAT))
     root = logging.getLogger()
