@@ -134,7 +134,7 @@ def cmd_browse(ns) -> int:
     from marin.browser.app import serve
 
     try:
-        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote, extra_hosts=ns.allowed_host)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     return 0
@@ -242,11 +242,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
     p.set_defaults(fn=cmd_verify)
 
-    p = sub.add_parser("browse", help="a read-only web page over outputs")
-    p.add_argument("roots", nargs="+")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p = sub.add_parser(
+        "browse",
+        help="a read-only web page over outputs",
+        description="Serve a read-only web browser over the experiments, steps, files and logs under ROOTS (local "
+        "folders, gs:// or s3:// prefixes). It binds 127.0.0.1 and answers only requests addressed to the names "
+        "it binds (127.0.0.1, localhost, --host, --allowed_host).",
+    )
+    p.add_argument("roots", nargs="+", metavar="ROOT", help="a local folder or a gs:// / s3:// prefix")
+    p.add_argument("--host", default="127.0.0.1", help="the address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="the port to bind (default: 8765; 0 picks a free one)")
     p.add_argument("--allow-remote", action="store_true", help="allow binding to a non-loopback host")
+    p.add_argument(
+        "--allowed_host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header names NAME (e.g. a tunnel's or a proxy's name); repeatable",
+    )
     p.set_defaults(fn=cmd_browse)
 
     p = sub.add_parser("submit", help="submit an experiment to a Ray cluster as a job")
