@@ -38,12 +38,19 @@ def _with_steps(script: str, args: list[str], action) -> int:
         return {}
 
     previous = capture_steps(hook)
+    exited: SystemExit | None = None
     try:
         _run_script(script, [])
+    except SystemExit as exc:
+        exited = exc
     finally:
         capture_steps(previous)
     if "rc" not in result:
-        raise SystemExit(f"error: {script} did not call executor_main(steps=...) under `if __name__ == '__main__':`")
+        how = f" (it exited with status {exited.code!r} first)" if exited is not None else ""
+        raise SystemExit(
+            f"error: {script} did not call executor_main(steps=...){how}: marin plan and explain read an "
+            "experiment's steps from its call under `if __name__ == '__main__':`"
+        )
     return result["rc"]
 
 
@@ -72,6 +79,7 @@ def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
     from marin.execution.main import resolve_prefix
+    from marin.storage import exists
 
     def action(steps, description, cfg):
         executor = Executor(resolve_prefix(cfg.prefix), backend="local")
@@ -81,7 +89,11 @@ def cmd_plan(ns) -> int:
         )
         check_inputs(steps_to_run(decisions))
         print_plan(decisions, executor.prefix)
-        print(f"record: {executor.record_path(plan)}")
+        record = executor.record_path(plan)
+        if exists(record):
+            print(f"record: {record}")
+        else:
+            print(f"record: none yet (a run writes {record})")
         return 0
 
     return _with_steps(ns.script, ns.args, _reported(action))
@@ -183,11 +195,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("script")
-    p.add_argument("step", help="a step name, e.g. tokenized/tiny")
+    p.add_argument("step", help="a step name, e.g. tokenized/shakespeare in experiments/tutorial/tiny_lm.py")
     p.set_defaults(fn=cmd_explain, args=[])
 
-    p = sub.add_parser("status", help="the experiments under a prefix and their steps' states")
-    p.add_argument("prefix")
+    p = sub.add_parser(
+        "status",
+        help="the experiments under a prefix and their steps' states",
+        description="List the experiment records under PREFIX and, for each, how many of its steps are SUCCESS, "
+        "FAILED, RUNNING or not run yet, then each step's state and output folder. Reads only; writes nothing.",
+    )
+    p.add_argument("prefix", help="a folder, gs://bucket/path or s3://bucket/path (the --prefix of the runs)")
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser(

@@ -27,6 +27,7 @@ import orjson
 
 from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
+from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
@@ -306,7 +307,10 @@ class Executor:
             if d.action == "skip":
                 outcomes[d.planned] = StepOutcome("SKIPPED")
             elif d.action == "fail":
-                outcomes[d.planned] = StepOutcome("FAILED", error="failed in an earlier run")
+                log = latest_log(d.planned.output_path)
+                outcomes[d.planned] = StepOutcome(
+                    "FAILED", error="failed in an earlier run; --force_run_failed reruns it", log_path=log
+                )
             else:
                 pending.append(d.planned)
         if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
@@ -474,4 +478,20 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     print(f"{len(decisions)} steps: {summary}", file=file)
     if counts.keys() <= {"SKIPPED"}:
         print("nothing to run: every step already succeeded", file=file)
+    print_failures([(d.planned, outcomes[d.planned]) for d in decisions], file)
     print(f"record: {record_path}", file=file)
+
+
+def print_failures(outcomes: list[tuple[PlannedStep, StepOutcome]], file=None, limit: int = 10) -> None:
+    """For each FAILED step: its log and the log's last error line (what to read first, and where)."""
+    file = file or sys.stdout
+    failed = [(p, o) for p, o in outcomes if o.status == "FAILED"]
+    for p, o in failed[:limit]:
+        log = o.log_path or latest_log(p.output_path)
+        print(f"FAILED {p.relative_output_path}", file=file)
+        print(f"  log:        {log or '(none: it failed before its log was opened)'}", file=file)
+        line = last_error_line(log)
+        if line:
+            print(f"  last error: {line}", file=file)
+    if len(failed) > limit:
+        print(f"... and {len(failed) - limit} more failed step(s)", file=file)
