@@ -280,7 +280,7 @@ class Executor:
             "git": run["git"],
             "prefix": self.prefix,
             "backend": self.backend_kind,
-            **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
+            **self.record_extra,
             "steps": {
                 p.identity: {
                     "outcome": outcomes[p].status,

@@ -49,8 +49,10 @@ EXCLUDES = [
 TERMINAL_OK = "SUCCEEDED"
 
 
-def project_root() -> str:
-    """The checkout this `marin` package lives in (the folder holding `marin/` and `pyproject.toml`)."""
+def marin_checkout() -> str:
+    """The checkout this `marin` package lives in (the folder holding `marin/` and `pyproject.toml`): what a
+    job uploads, wherever `marin submit` is started (the git root above the working directory, which names
+    the code a run records, is `references.project_root`)."""
     import marin
 
     return os.path.dirname(os.path.dirname(os.path.abspath(marin.__file__)))
@@ -123,7 +125,7 @@ def build_job(job_argv: list[str], root: str | None = None) -> dict:
     """The keyword arguments of `JobSubmissionClient.submit_job` for running `job_argv` on a cluster."""
     if not job_argv:
         raise ValueError("marin submit: no command given; use `marin submit --address ADDR -- python experiments/x.py`")
-    root = root or project_root()
+    root = root or marin_checkout()
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
     if script and not os.path.isabs(script) and not os.path.exists(os.path.join(root, script)):
         raise ValueError(f"marin submit: {script} is not a file under the project root {root} (the job's working dir)")
@@ -164,7 +166,7 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
     from ray.job_submission import JobSubmissionClient
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    root = project_root()
+    root = marin_checkout()
     try:
         job = build_job(list(job_argv), root)
     except ValueError as exc:

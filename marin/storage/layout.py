@@ -112,11 +112,6 @@ def is_bookkeeping(relative_path: str) -> bool:
     return any(part.startswith(EXECUTOR_FILE_PREFIX) or part.startswith(".tmp-") for part in relative_path.split("/"))
 
 
-def record_file(prefix: str, name: str, digest: str) -> str:
-    """`<prefix>/experiments/<name>-<hash8>.json`."""
-    return _in(_in(prefix, EXPERIMENTS_DIR), f"{name}-{digest}{RECORD_SUFFIX}")
-
-
 def runs_file(record_path: str) -> str:
     """The `.runs.jsonl` beside an experiment record."""
     return record_path.removesuffix(RECORD_SUFFIX) + RUNS_SUFFIX
