@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, records, versioned
+from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, provenance, versioned
 from marin.execution.redaction import CredentialInPatchError, find_in_patch, redact_argv, redact_text
 from marin.storage import url_to_fs, write_bytes
 
@@ -117,8 +117,8 @@ def _checkout(path, content: str) -> None:
 
 
 def test_a_credential_in_the_patch_refuses_the_run_unless_allowed(tmp_path, monkeypatch):
-    monkeypatch.setattr(records, "_GIT_STATES", {})
-    monkeypatch.setattr(records, "project_root", lambda: os.getcwd())
+    monkeypatch.setattr(provenance, "_GIT_STATES", {})
+    monkeypatch.setattr(provenance, "project_root", lambda: os.getcwd())
     checkout = tmp_path / "repo"
     _checkout(checkout, f"A = 1\nKEY = '{AWS_KEY}'\n")
     monkeypatch.chdir(checkout)

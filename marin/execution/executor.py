@@ -31,21 +31,14 @@ from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
-from marin.execution.records import (
-    dump_json,
-    experiment_hash,
-    experiment_record,
-    run_provenance,
-    step_record,
-    utc_now,
-    who,
-)
+from marin.execution.provenance import dump_json, run_provenance, who
+from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
-from marin.storage.layout import runs_file
+from marin.storage.layout import RunLine, runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -269,19 +262,18 @@ class Executor:
 
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
         identity = who()
-        line = {
-            "run_id": run["run_id"],
-            "user": identity["user"],
-            "host": identity["host"],
-            "command": identity["command"],
-            "redacted": identity["redacted"],
-            "started": started,
-            "ended": utc_now(),
-            "git": run["git"],
-            "prefix": self.prefix,
-            "backend": self.backend_kind,
-            **self.record_extra,
-            "steps": {
+        line = RunLine(
+            run_id=run["run_id"],
+            user=identity["user"],
+            host=identity["host"],
+            command=identity["command"],
+            redacted=identity["redacted"],
+            started=started,
+            ended=utc_now(),
+            git=run["git"],
+            prefix=self.prefix,
+            backend=self.backend_kind,
+            steps={
                 p.identity: {
                     "outcome": outcomes[p].status,
                     "started": outcomes[p].started,
@@ -292,8 +284,9 @@ class Executor:
                 for p in plan.steps
                 if p in outcomes
             },
-        }
-        append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
+            extra=dict(self.record_extra),
+        )
+        append_line(runs_file(record_path), json.dumps(line.to_json(), sort_keys=True))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict

@@ -12,7 +12,7 @@ built by `infra/Dockerfile` from `uv.lock`, or for a cluster started from this c
 leaves `.git` out, so the checkout's git state (commit, branch, and the uncommitted changes as a patch,
 an untracked script and the project modules it imports included) travels as a file in the uploaded
 working directory, `.marin_git_state.json` (+ `.patch`), written there only while the job is submitted;
-inside the job the records read it (`records.checkout_state`), so they name the commit and store the
+inside the job the records read it (`provenance.checkout_state`), so they name the commit and store the
 patch as a run here would. Outputs go to
 the `--prefix` given to the script, which must be storage every node sees (gs://, s3://, or a shared
 folder): a relative local prefix would land in the job's temporary working directory.
@@ -77,7 +77,7 @@ def _git_commit(root: str) -> str | None:
 def job_checkout_state(job_argv: list[str], root: str):
     """The git state of `root` for the job: tracked changes, plus the job's script and the project modules it
     imports when git does not track them."""
-    from marin.execution.records import checkout_state
+    from marin.execution.provenance import checkout_state
     from marin.execution.references import project_imports
 
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
@@ -92,7 +92,7 @@ def job_checkout_state(job_argv: list[str], root: str):
 @contextlib.contextmanager
 def staged_git_state(root: str, state):
     """While the job is submitted, `root` holds the git state file the upload carries to the cluster."""
-    from marin.execution.records import write_state_file
+    from marin.execution.provenance import write_state_file
     from marin.execution.references import GIT_STATE_FILE
 
     written = [os.path.join(root, GIT_STATE_FILE), os.path.join(root, GIT_STATE_FILE + ".patch")]

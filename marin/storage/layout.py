@@ -238,6 +238,8 @@ class ExperimentRecord(_Record):
     redacted: list | None = None
     """What was redacted from `command` (flag names, or `--flag (kind)` for a token shape or URL password)."""
     git: dict | None = None
+    scripts: dict | None = None
+    """Scripts outside the checkout: absolute path -> {sha256, stored (relative to the prefix)}."""
     environment: dict | None = None
     steps: list = dataclasses.field(default_factory=list)
     """The steps' records as stored (dicts); `step_records()` gives them typed."""
