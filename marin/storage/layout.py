@@ -1,6 +1,6 @@
 """The on-storage contract in one place: file names, step states, the hash pattern, lease timing, records.
 
-DESIGN.md §5-6 and docs/records.md fix what a run leaves on storage. The executor writes it, the CLI
+docs/design.md and docs/records.md fix what a run leaves on storage. The executor writes it, the CLI
 and the browser read it, and `marin rerun` and `marin verify` rebuild runs from it; when each of them
 spelled `.executor_status` or `"SUCCESS"` itself, a rename in one silently broke the others. This
 module is that contract as code: the names, a `State` enum, the `<name>-<hash8>` pattern, the lease
