@@ -1,1 +1,1 @@
-"""marin: an open lab for foundation-model research. See DESIGN.md and docs/."""
+"""marin: an open lab for foundation-model research. See docs/design.md and the other docs/*.md."""

@@ -39,12 +39,19 @@ def _with_steps(script: str, args: list[str], action) -> int:
         return {}
 
     previous = capture_steps(hook)
+    exited: SystemExit | None = None
     try:
         _run_script(script, [])
+    except SystemExit as exc:
+        exited = exc
     finally:
         capture_steps(previous)
     if "rc" not in result:
-        raise SystemExit(f"error: {script} did not call executor_main(steps=...) under `if __name__ == '__main__':`")
+        how = f" (it exited with status {exited.code!r} first)" if exited is not None else ""
+        raise SystemExit(
+            f"error: {script} did not call executor_main(steps=...){how}: marin plan and explain read an "
+            "experiment's steps from its call under `if __name__ == '__main__':`"
+        )
     return result["rc"]
 
 
@@ -73,6 +80,7 @@ def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
     from marin.execution.main import cache_from_of, resolve_prefix
+    from marin.storage import exists
 
     def action(steps, description, cfg):
         executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))
@@ -82,7 +90,11 @@ def cmd_plan(ns) -> int:
         )
         check_inputs(steps_to_run(decisions))
         print_plan(decisions, executor.prefix)
-        print(f"record: {executor.record_path(plan)}")
+        record = executor.record_path(plan)
+        if exists(record):
+            print(f"record: {record}")
+        else:
+            print(f"record: none yet (a run writes {record})")
         return 0
 
     return _with_steps(ns.script, ns.args, _reported(action))
@@ -146,7 +158,7 @@ def cmd_browse(ns) -> int:
     from marin.browser.app import serve
 
     try:
-        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote)
+        serve(ns.roots, host=ns.host, port=ns.port, allow_remote=ns.allow_remote, extra_hosts=ns.allowed_host)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     return 0
@@ -196,11 +208,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("script")
-    p.add_argument("step", help="a step name, e.g. tokenized/tiny")
+    p.add_argument("step", help="a step name, e.g. tokenized/shakespeare in experiments/tutorial/tiny_lm.py")
     p.set_defaults(fn=cmd_explain, args=[])
 
-    p = sub.add_parser("status", help="the experiments under a prefix and their steps' states")
-    p.add_argument("prefix")
+    p = sub.add_parser(
+        "status",
+        help="the experiments under a prefix and their steps' states",
+        description="List the experiment records under PREFIX and, for each, how many of its steps are SUCCESS, "
+        "FAILED, RUNNING or not run yet, then each step's state and output folder. Reads only; writes nothing.",
+    )
+    p.add_argument("prefix", help="a folder, gs://bucket/path or s3://bucket/path (the --prefix of the runs)")
     p.set_defaults(fn=cmd_status)
 
     p = sub.add_parser(
@@ -285,11 +302,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(fn=cmd_lineage)
 
-    p = sub.add_parser("browse", help="a read-only web page over outputs")
-    p.add_argument("roots", nargs="+")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
+    p = sub.add_parser(
+        "browse",
+        help="a read-only web page over outputs",
+        description="Serve a read-only web browser over the experiments, steps, files and logs under ROOTS (local "
+        "folders, gs:// or s3:// prefixes). It binds 127.0.0.1 and answers only requests addressed to the names "
+        "it binds (127.0.0.1, localhost, --host, --allowed_host).",
+    )
+    p.add_argument("roots", nargs="+", metavar="ROOT", help="a local folder or a gs:// / s3:// prefix")
+    p.add_argument("--host", default="127.0.0.1", help="the address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="the port to bind (default: 8765; 0 picks a free one)")
     p.add_argument("--allow-remote", action="store_true", help="allow binding to a non-loopback host")
+    p.add_argument(
+        "--allowed_host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host header names NAME (e.g. a tunnel's or a proxy's name); repeatable",
+    )
     p.set_defaults(fn=cmd_browse)
 
     p = sub.add_parser("submit", help="submit an experiment to a Ray cluster as a job")

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from marin.browser.compare import compare_page
 from marin.browser.document_pages import duplicates_page
 from marin.browser.documents import DocQuery
+from marin.browser.hosts import HostCheck, allowed_hosts
 from marin.browser.html import error_box, page
 from marin.browser.leaderboard import leaderboard_page
 from marin.browser.pages import experiment_page, experiments_page
@@ -249,8 +250,10 @@ def serve(
     port: int = 0,
     allow_remote: bool = False,
     storage_options: dict[str, dict] | None = None,
+    extra_hosts: list[str] | None = None,
 ) -> None:
-    """Serve the browser until interrupted. `port=0` picks a free port; the URL is printed either way."""
+    """Serve the browser until interrupted. `port=0` picks a free port; the URL is printed either way.
+    Only requests whose Host header names the bind address (or one of `extra_hosts`) are answered."""
     import socket
 
     import uvicorn
@@ -266,7 +269,7 @@ def serve(
             "under these roots (no authentication).",
             file=sys.stderr,
         )
-    app = create_app(roots, storage_options)
+    app = HostCheck(create_app(roots, storage_options), allowed_hosts(host, extra_hosts or ()))
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -286,9 +289,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=0, help="port (0: a free one)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--allow-remote", action="store_true", help="allow binding to a non-loopback address")
+    p.add_argument(
+        "--allowed_host", action="append", default=[], metavar="NAME", help="also answer requests for this host name"
+    )
     args = p.parse_args(argv)
     try:
-        serve(args.roots, host=args.host, port=args.port, allow_remote=args.allow_remote)
+        serve(args.roots, host=args.host, port=args.port, allow_remote=args.allow_remote, extra_hosts=args.allowed_host)
     except ValueError as e:
         print(f"marin browse: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -7,6 +7,11 @@ module are routed by the step's log held in a context variable instead. A contex
 than a thread-local: a step that fans work out to threads (the tokenize step's pipeline) runs each
 piece in a copy of its own context, so what those threads print and log lands in the step's log
 too, not on the terminal.
+
+What reaches the log through Python (prints, log records) passes a `LogCleaner`: whole lines, progress
+bars as their last state, no terminal escape codes, and `redaction.redact_text` on every line (URL
+passwords, token-shaped strings and the values redacted from this process's command line never reach a
+log file). Bytes a subprocess or a C library writes to the descriptors are not filtered.
 """
 
 from __future__ import annotations
@@ -16,8 +21,11 @@ import contextvars
 import io
 import logging
 import os
+import re
 import sys
 import threading
+
+from marin.execution.redaction import redact_text
 
 _sink: contextvars.ContextVar = contextvars.ContextVar("marin_step_log", default=None)
 _install_lock = threading.Lock()
@@ -34,7 +42,10 @@ class _ThreadRoutedStream(io.TextIOBase):
 
     def write(self, text: str) -> int:
         sink = _sink.get()
-        return (sink if sink is not None else self._fallback).write(text)
+        if sink is None:
+            return self._fallback.write(text)
+        sink.write(text)
+        return len(text)
 
     def flush(self) -> None:
         sink = _sink.get()
@@ -60,6 +71,66 @@ class _ThreadSinkHandler(logging.Handler):
             sink.write(self.format(record) + "\n")
         except Exception:
             self.handleError(record)
+
+
+_ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
+_BREAK = re.compile(r"(\r\n|\r|\n)")
+PENDING_LIMIT = 1 << 16
+"""A partial line longer than this is written out without waiting for its end."""
+
+
+class LogCleaner(io.TextIOBase):
+    """What a step's log file receives: whole lines, as a terminal would end up showing them.
+
+    Progress bars redraw one line with carriage returns and move the cursor with escape codes; in a file
+    that is a line of fifty overwritten states and bytes no viewer renders. Here a carriage return drops
+    the partial line before it (the last state of a bar is what is written, once its line ends), escape
+    codes are removed, and each line passes `redact_text` before it is written.
+    """
+
+    def __init__(self, target):
+        self._target = target
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            out = []
+            for part in _BREAK.split(_ESCAPE.sub("", text)):
+                if part in ("\n", "\r\n"):
+                    out.append(redact_text(self._pending) + "\n")
+                    self._pending = ""
+                elif part == "\r":
+                    self._pending = ""
+                else:
+                    self._pending += part
+            if len(self._pending) > PENDING_LIMIT:
+                out.append(redact_text(self._pending))
+                self._pending = ""
+            if out:
+                self._target.write("".join(out))
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def finish(self) -> None:
+        """Writes a last partial line, if any, and flushes."""
+        with self._lock:
+            if self._pending:
+                self._target.write(redact_text(self._pending) + "\n")
+                self._pending = ""
+        self._target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+    def fileno(self) -> int:
+        return self._target.fileno()
 
 
 _handler = _ThreadSinkHandler()
@@ -98,12 +169,13 @@ def _uninstall() -> None:
 def capture_thread(log_file):
     """Routes this thread's prints and log records to `log_file` (an open text file)."""
     _install()
-    token = _sink.set(log_file)
+    cleaner = LogCleaner(log_file)
+    token = _sink.set(cleaner)
     try:
         yield
     finally:
         _sink.reset(token)
-        log_file.flush()
+        cleaner.finish()
         _uninstall()
 
 
@@ -113,19 +185,25 @@ def capture_process(log_path: str):
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    handler = logging.StreamHandler(sys.stderr)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    streams = sys.stdout, sys.stderr
+    cleaners = LogCleaner(sys.stdout), LogCleaner(sys.stderr)
+    handler = logging.StreamHandler(cleaners[1])
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     old_level = root.level
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
+        sys.stdout, sys.stderr = cleaners
         root.addHandler(handler)
         if root.level > logging.INFO or root.level == logging.NOTSET:
             root.setLevel(logging.INFO)
         yield
     finally:
+        for cleaner in cleaners:
+            cleaner.finish()
+        sys.stdout, sys.stderr = streams
         sys.stdout.flush()
         sys.stderr.flush()
         root.removeHandler(handler)

@@ -27,25 +27,19 @@ import orjson
 
 from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
+from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
-from marin.execution.records import (
-    dump_json,
-    experiment_hash,
-    experiment_record,
-    run_provenance,
-    step_record,
-    utc_now,
-    who,
-)
+from marin.execution.provenance import dump_json, run_provenance, who
+from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
 from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
-from marin.storage.layout import runs_file
+from marin.storage.layout import RunLine, runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +99,7 @@ class Executor:
         script: str | None = None,
         record_extra: dict | None = None,
         cache_from: CacheFrom | None = None,
+        allow_credentials_in_patch: bool = False,
     ):
         if not prefix:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
@@ -126,6 +121,7 @@ class Executor:
         self.cache_from = cache_from
         self._reusable: set[PlannedStep] = set()
         self._references: dict[ExecutorStep, tuple[str, dict]] = {}
+        self.allow_credentials_in_patch = allow_credentials_in_patch
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -233,7 +229,9 @@ class Executor:
         started = utc_now()
         record_exists = exists(record_path)
         store = any(d.action != "skip" for d in decisions) or not record_exists
-        run = run_provenance(plan, started, uuid.uuid4().hex, store=store)
+        run = run_provenance(
+            plan, started, uuid.uuid4().hex, store=store, allow_credentials_in_patch=self.allow_credentials_in_patch
+        )
         if not record_exists:
             self._write_record(plan, record_path, run)
         outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
@@ -275,18 +273,18 @@ class Executor:
 
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
         identity = who()
-        line = {
-            "run_id": run["run_id"],
-            "user": identity["user"],
-            "host": identity["host"],
-            "command": identity["command"],
-            "started": started,
-            "ended": utc_now(),
-            "git": run["git"],
-            "prefix": self.prefix,
-            "backend": self.backend_kind,
-            **{k: v for k, v in self.record_extra.items() if k.startswith("rerun")},
-            "steps": {
+        line = RunLine(
+            run_id=run["run_id"],
+            user=identity["user"],
+            host=identity["host"],
+            command=identity["command"],
+            redacted=identity["redacted"],
+            started=started,
+            ended=utc_now(),
+            git=run["git"],
+            prefix=self.prefix,
+            backend=self.backend_kind,
+            steps={
                 p.identity: {
                     "outcome": outcomes[p].status,
                     "started": outcomes[p].started,
@@ -298,15 +296,16 @@ class Executor:
                 for p in plan.steps
                 if p in outcomes
             },
-        }
+            extra=dict(self.record_extra),
+        )
         external = {
             p.identity: {k: o.extra["reused_from"][k] for k in ("path", "manifest_sha256")}
             for p, o in outcomes.items()
             if o.extra.get("reused_from", {}).get("mode") == "reference"
         }
         if external:
-            line["external_inputs"] = external
-        append_line(runs_file(record_path), json.dumps(line, sort_keys=True))
+            line.extra["external_inputs"] = external
+        append_line(runs_file(record_path), json.dumps(line.to_json(), sort_keys=True))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
@@ -321,7 +320,10 @@ class Executor:
             if d.action == "skip":
                 outcomes[d.planned] = StepOutcome("SKIPPED")
             elif d.action == "fail":
-                outcomes[d.planned] = StepOutcome("FAILED", error="failed in an earlier run")
+                log = latest_log(d.planned.output_path)
+                outcomes[d.planned] = StepOutcome(
+                    "FAILED", error="failed in an earlier run; --force_run_failed reruns it", log_path=log
+                )
             else:
                 pending.append(d.planned)
         inputs = {dep for p in pending for dep in p.dependencies}
@@ -506,4 +508,20 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     print(f"{len(decisions)} steps: {summary}", file=file)
     if counts.keys() <= {"SKIPPED"}:
         print("nothing to run: every step already succeeded", file=file)
+    print_failures([(d.planned, outcomes[d.planned]) for d in decisions], file)
     print(f"record: {record_path}", file=file)
+
+
+def print_failures(outcomes: list[tuple[PlannedStep, StepOutcome]], file=None, limit: int = 10) -> None:
+    """For each FAILED step: its log and the log's last error line (what to read first, and where)."""
+    file = file or sys.stdout
+    failed = [(p, o) for p, o in outcomes if o.status == "FAILED"]
+    for p, o in failed[:limit]:
+        log = o.log_path or latest_log(p.output_path)
+        print(f"FAILED {p.relative_output_path}", file=file)
+        print(f"  log:        {log or '(none: it failed before its log was opened)'}", file=file)
+        line = last_error_line(log)
+        if line:
+            print(f"  last error: {line}", file=file)
+    if len(failed) > limit:
+        print(f"... and {len(failed) - limit} more failed step(s)", file=file)

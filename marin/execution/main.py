@@ -21,14 +21,23 @@ from marin.execution.reuse import CacheMode
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "local_store"
-BOOL_FLAGS = ("--dry_run", "--force_run_failed", "--rerun_code_changed", "--cache_code_changed")
+BOOL_FLAGS = (
+    "--dry_run",
+    "--force_run_failed",
+    "--rerun_code_changed",
+    "--cache_code_changed",
+    "--allow_credentials_in_patch",
+)
 LIST_FLAGS = ("--run_only", "--cache_from")
 
 
 @dataclass(frozen=True)
 class ExecutorMainConfig:
+    """The flags of every experiment script: where it writes, what it runs, and on what."""
+
     prefix: str | None = None
-    """Where outputs and records go: a folder, gs://bucket/path or s3://bucket/path."""
+    """Where outputs and records go: a folder, gs://bucket/path or s3://bucket/path (default: $MARIN_PREFIX,
+    else ./local_store)."""
     dry_run: bool = False
     """Print what would run and why; write nothing."""
     run_only: list[str] | None = None
@@ -40,7 +49,7 @@ class ExecutorMainConfig:
     max_concurrent: int | None = None
     """At most this many steps at once (default: the backend's)."""
     backend: str = "ray"
-    """'ray' (default) or 'local' (threads in this process, for pdb)."""
+    """'ray' or 'local' (threads in this process, for pdb)."""
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
     cache_from: list[str] | None = None
@@ -49,6 +58,8 @@ class ExecutorMainConfig:
     """How reused outputs are published, 'copy' (into this prefix) or 'reference' (read where they are)."""
     cache_code_changed: bool = False
     """Reuse outputs even when the code that made them differs from this checkout's."""
+    allow_credentials_in_patch: bool = False
+    """Store the uncommitted changes even if a line looks like a credential (a run refuses them otherwise)."""
 
 
 FLAG_VALUES = {
@@ -109,10 +120,45 @@ def normalise_args(argv: Sequence[str]) -> list[str]:
     return [("[" + ",".join(a) + "]") if isinstance(a, list) else a for a in out]
 
 
-def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
-    import draccus
+def _help_formatter():
+    """draccus's help formatter, adding "(default: X)" only where the docstring does not say it already and
+    X is a value (not None, whose meaning each docstring spells out)."""
+    from draccus.help_formatter import SimpleHelpFormatter
 
-    return draccus.parse(ExecutorMainConfig, args=normalise_args(argv))
+    class Formatter(SimpleHelpFormatter):
+        def _get_help_string(self, action):
+            text = action.help or ""
+            if "(default" in text or action.default is None or action.default == "None":
+                return text
+            return super()._get_help_string(action)
+
+    return Formatter
+
+
+def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
+    """The flags of `argv`; a bad value (an unknown backend, `--max_concurrent 0`) exits with one `error:` line."""
+    from draccus.argparsing import ArgumentParser
+
+    cfg = ArgumentParser(ExecutorMainConfig, formatter_class=_help_formatter()).parse_args(normalise_args(argv))
+    problem = check_main_config(cfg)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
+    return cfg
+
+
+BACKENDS = ("ray", "local")
+
+
+def check_main_config(cfg: ExecutorMainConfig) -> str | None:
+    """What is wrong with the flags' values, naming the flag, or None."""
+    if cfg.backend not in BACKENDS:
+        return f"--backend {cfg.backend}: unknown backend; use one of {', '.join(BACKENDS)}"
+    if cfg.max_concurrent is not None and cfg.max_concurrent < 1:
+        return f"--max_concurrent {cfg.max_concurrent}: must be at least 1 (leave it out for the backend's limit)"
+    if cfg.prefix is not None and not cfg.prefix.strip():
+        return "--prefix: empty; give a folder, gs://bucket/path or s3://bucket/path"
+    return None
 
 
 def resolve_prefix(prefix: str | None) -> str:
@@ -163,16 +209,17 @@ def executor_main(
     cfg = parse_main_args(sys.argv[1:] if argv is None else argv)
     configure_logging()
     prefix = resolve_prefix(cfg.prefix)
-    executor = Executor(
-        prefix,
-        backend=cfg.backend,
-        max_concurrent=cfg.max_concurrent,
-        ray_address=cfg.ray_address,
-        description=description,
-        experiment_name=experiment_name,
-        cache_from=cache_from_of(cfg),
-    )
     try:
+        executor = Executor(
+            prefix,
+            backend=cfg.backend,
+            max_concurrent=cfg.max_concurrent,
+            ray_address=cfg.ray_address,
+            description=description,
+            experiment_name=experiment_name,
+            allow_credentials_in_patch=cfg.allow_credentials_in_patch,
+            cache_from=cache_from_of(cfg),
+        )
         return executor.run(
             steps,
             dry_run=cfg.dry_run,

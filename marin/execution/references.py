@@ -28,7 +28,7 @@ from typing import Any
 
 GIT_STATE_FILE = ".marin_git_state.json"
 """Written into a tree that has no `.git` (a `marin submit` upload, a rerun's materialized checkout):
-the git state of the checkout it was made from, which `records.git_state` reads instead."""
+the git state of the checkout it was made from, which `provenance.git_state` reads instead."""
 
 
 @functools.lru_cache(maxsize=1)

@@ -29,8 +29,7 @@ import tempfile
 from marin.execution.authoring import ExecutorStep
 from marin.execution.inspect_prefix import load_record
 from marin.execution.planning import PlanError, plan_steps
-from marin.execution.rebuild import rebuild_steps
-from marin.execution.records import (
+from marin.execution.provenance import (
     CheckoutState,
     checkout_state,
     code_files,
@@ -38,6 +37,7 @@ from marin.execution.records import (
     installed_packages,
     write_state_file,
 )
+from marin.execution.rebuild import rebuild_steps
 from marin.execution.references import (
     project_root,
     script_override,

@@ -12,7 +12,7 @@ built by `infra/Dockerfile` from `uv.lock`, or for a cluster started from this c
 leaves `.git` out, so the checkout's git state (commit, branch, and the uncommitted changes as a patch,
 an untracked script and the project modules it imports included) travels as a file in the uploaded
 working directory, `.marin_git_state.json` (+ `.patch`), written there only while the job is submitted;
-inside the job the records read it (`records.checkout_state`), so they name the commit and store the
+inside the job the records read it (`provenance.checkout_state`), so they name the commit and store the
 patch as a run here would. Outputs go to
 the `--prefix` given to the script, which must be storage every node sees (gs://, s3://, or a shared
 folder): a relative local prefix would land in the job's temporary working directory.
@@ -49,8 +49,10 @@ EXCLUDES = [
 TERMINAL_OK = "SUCCEEDED"
 
 
-def project_root() -> str:
-    """The checkout this `marin` package lives in (the folder holding `marin/` and `pyproject.toml`)."""
+def marin_checkout() -> str:
+    """The checkout this `marin` package lives in (the folder holding `marin/` and `pyproject.toml`): what a
+    job uploads, wherever `marin submit` is started (the git root above the working directory, which names
+    the code a run records, is `references.project_root`)."""
     import marin
 
     return os.path.dirname(os.path.dirname(os.path.abspath(marin.__file__)))
@@ -75,7 +77,7 @@ def _git_commit(root: str) -> str | None:
 def job_checkout_state(job_argv: list[str], root: str):
     """The git state of `root` for the job: tracked changes, plus the job's script and the project modules it
     imports when git does not track them."""
-    from marin.execution.records import checkout_state
+    from marin.execution.provenance import checkout_state
     from marin.execution.references import project_imports
 
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
@@ -90,7 +92,7 @@ def job_checkout_state(job_argv: list[str], root: str):
 @contextlib.contextmanager
 def staged_git_state(root: str, state):
     """While the job is submitted, `root` holds the git state file the upload carries to the cluster."""
-    from marin.execution.records import write_state_file
+    from marin.execution.provenance import write_state_file
     from marin.execution.references import GIT_STATE_FILE
 
     written = [os.path.join(root, GIT_STATE_FILE), os.path.join(root, GIT_STATE_FILE + ".patch")]
@@ -123,7 +125,7 @@ def build_job(job_argv: list[str], root: str | None = None) -> dict:
     """The keyword arguments of `JobSubmissionClient.submit_job` for running `job_argv` on a cluster."""
     if not job_argv:
         raise ValueError("marin submit: no command given; use `marin submit --address ADDR -- python experiments/x.py`")
-    root = root or project_root()
+    root = root or marin_checkout()
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
     if script and not os.path.isabs(script) and not os.path.exists(os.path.join(root, script)):
         raise ValueError(f"marin submit: {script} is not a file under the project root {root} (the job's working dir)")
@@ -164,7 +166,7 @@ def submit_main(address: str, job_argv: list[str], wait: bool = False) -> int:
     from ray.job_submission import JobSubmissionClient
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    root = project_root()
+    root = marin_checkout()
     try:
         job = build_job(list(job_argv), root)
     except ValueError as exc:

@@ -185,6 +185,26 @@ def match_steps(a_steps: list[StepRecord], b_steps: list[StepRecord]) -> list[St
     return matched
 
 
+def different_experiments(a_path: str, b_path: str) -> str | None:
+    """Why A and B are records of two different experiments (different scripts), or None when they are one.
+
+    Two different experiments with no step in common are an error (ValueError): verify compares two runs of
+    one experiment, and would otherwise call every step of both "missing". Sharing steps (one script grew
+    out of the other), they are compared, and the note says what they are."""
+    records = [ExperimentRecord.from_json(load_record(p), p, strict=False) for p in (a_path, b_path)]
+    names = [r.name for r in records]
+    if names[0] == names[1] or None in names:
+        return None
+    steps = [{s.get("name") for s in r.steps if isinstance(s, dict)} for r in records]
+    what = f"A is a record of experiment {names[0]!r}, B of experiment {names[1]!r}"
+    if not steps[0] & steps[1]:
+        raise ValueError(
+            f"{what}: two different experiments with no step in common; verify compares two runs of one "
+            "experiment (name a record of the same experiment in each)"
+        )
+    return f"{what} (two different experiments; their steps of the same name are compared)"
+
+
 def _typed_steps(record_path: str) -> list[StepRecord]:
     try:
         return ExperimentRecord.from_json(load_record(record_path), record_path).step_records(record_path)
@@ -306,11 +326,14 @@ def verify_main(
     file = file or sys.stdout
     try:
         a_path, b_path = resolve_pair(a, b)
+        different = different_experiments(a_path, b_path)
         comparisons = compare_records(a_path, b_path, steps_regex, rehash=rehash, rtol=rtol, atol=atol)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"A: {a_path}\nB: {b_path}", file=file)
+    if different:
+        print(f"note: {different}", file=file)
     for c in comparisons:
         detail = ("  " + "; ".join(c.details[:6]) + (" ..." if len(c.details) > 6 else "")) if c.details else ""
         print(f"  {c.verdict:<10} {c.name}{detail}", file=file)

@@ -5,7 +5,7 @@ bucket behave alike. Each path is served by one backend (`backend_for(path)`: ma
 .gcs, .s3, or plain fsspec for other URLs), all implementing one interface (marin.storage.interface):
 small reads and writes, streams for objects of any size (`open_read`, `open_write`, `put_file`,
 `get_file`: ranged reads, resumable/multipart uploads, published only when complete), server-side
-copies, and the two conditional writes the lease protocol needs (DESIGN.md §6): *create only if
+copies, and the two conditional writes the lease protocol needs (docs/design.md, "Status and leases"): *create only if
 absent* and *replace only if unchanged since I read it* (a version token: an inode and mtime locally,
 a generation on GCS, an ETag on S3). docs/buckets.md describes the backends and the knobs.
 """

@@ -1,4 +1,4 @@
-"""Conditional writes: the primitives under leases (DESIGN.md §6).
+"""Conditional writes: the primitives under leases (docs/design.md, "Status and leases").
 
 `create_if_absent` succeeds for exactly one of many concurrent callers. `replace_if_unchanged` and
 `delete_if_unchanged` succeed only if the object still has the version the caller read, so a runner

@@ -150,7 +150,7 @@ def append_line(path: str, line: str) -> None:
     if is_local(path):
         local = strip_protocol(path)
         os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
-        fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(local, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
         try:
             os.write(fd, payload)
         finally:

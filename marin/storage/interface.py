@@ -9,7 +9,7 @@ call it; nothing above this layer branches on the protocol. A backend promises:
   only when the stream is closed without error; a writer that is abandoned or killed leaves nothing a
   reader or a manifest takes for the object (see docs/buckets.md, "What a crash leaves behind");
 - a server-side `copy` that works for objects of any size (the bytes do not pass through this host);
-- the conditional writes of the lease protocol (DESIGN.md §6): create only if absent, replace or delete
+- the conditional writes of the lease protocol (docs/design.md, "Status and leases"): create only if absent, replace or delete
   only if unchanged since read, against an opaque version token.
 
 Backends are stateless apart from cached clients; `marin.storage.streams` holds the part-size knobs and

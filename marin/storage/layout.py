@@ -1,6 +1,6 @@
 """The on-storage contract in one place: file names, step states, the hash pattern, lease timing, records.
 
-DESIGN.md §5-6 and docs/records.md fix what a run leaves on storage. The executor writes it, the CLI
+docs/design.md and docs/records.md fix what a run leaves on storage. The executor writes it, the CLI
 and the browser read it, and `marin rerun` and `marin verify` rebuild runs from it; when each of them
 spelled `.executor_status` or `"SUCCESS"` itself, a rename in one silently broke the others. This
 module is that contract as code: the names, a `State` enum, the `<name>-<hash8>` pattern, the lease
@@ -110,11 +110,6 @@ def logs_dir(output_path: str) -> str:
 def is_bookkeeping(relative_path: str) -> bool:
     """True for the executor's own files and temporary names, which are not part of a step's output."""
     return any(part.startswith(EXECUTOR_FILE_PREFIX) or part.startswith(".tmp-") for part in relative_path.split("/"))
-
-
-def record_file(prefix: str, name: str, digest: str) -> str:
-    """`<prefix>/experiments/<name>-<hash8>.json`."""
-    return _in(_in(prefix, EXPERIMENTS_DIR), f"{name}-{digest}{RECORD_SUFFIX}")
 
 
 def runs_file(record_path: str) -> str:
@@ -239,7 +234,12 @@ class ExperimentRecord(_Record):
     user: str | None = None
     host: str | None = None
     command: list | None = None
+    """The command line that wrote the record, credentials redacted."""
+    redacted: list | None = None
+    """What was redacted from `command` (flag names, or `--flag (kind)` for a token shape or URL password)."""
     git: dict | None = None
+    scripts: dict | None = None
+    """Scripts outside the checkout: absolute path -> {sha256, stored (relative to the prefix)}."""
     environment: dict | None = None
     steps: list = dataclasses.field(default_factory=list)
     """The steps' records as stored (dicts); `step_records()` gives them typed."""
@@ -259,6 +259,9 @@ class RunLine(_Record):
     user: str | None = None
     host: str | None = None
     command: list | None = None
+    """The run's command line, credentials redacted."""
+    redacted: list | None = None
+    """What was redacted from `command`."""
     started: str | None = None
     ended: str | None = None
     git: dict | None = None

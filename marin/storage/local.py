@@ -37,12 +37,36 @@ def _current_token(path: str) -> str | None:
         return None
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it (Linux reports it in /proc; elsewhere it is set and
+    restored, which is not thread-safe, hence the /proc read first)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _published_mode(fd: int) -> None:
+    """`mkstemp` creates 0600 files, which would stay 0600 once renamed into place: published files get the
+    mode `open()` gives (0666 less the umask), so colleagues sharing a lab folder read them as any tool's output."""
+    os.fchmod(fd, 0o666 & ~process_umask())
+
+
 def _temp_in(folder: str, name: str) -> tuple[int, str]:
-    return tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="." + name)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="." + name)
+    _published_mode(fd)
+    return fd, tmp
 
 
 def _write_temp(folder: str, data: bytes) -> str:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX + "cond-")
+    _published_mode(fd)
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     return tmp
@@ -202,7 +226,7 @@ class LocalBackend(Backend):
         os.makedirs(folder, exist_ok=True)
         if not data:  # nothing to expose half-written: one exclusive create
             try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             except FileExistsError:
                 return None
             return _current_token(path)
