@@ -42,25 +42,6 @@ from marin.storage.layout import lease_heartbeat_s, lease_timeout_s
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "ACQUIRE_ATTEMPTS",
-    "SYSTEM_CLOCK",
-    "Clock",
-    "Identity",
-    "Lease",
-    "LeaseContention",
-    "LeaseHeld",
-    "LeaseLost",
-    "check_settings",
-    "holder_is_gone",
-    "interrupt_thread",
-    "lease_heartbeat_s",
-    "lease_timeout_s",
-    "new_owner_id",
-    "process_start_time",
-    "try_acquire",
-]
-
 
 class Clock:
     """Where leases read the time: `monotonic()` judges staleness, `time()` only labels heartbeats."""

@@ -8,10 +8,11 @@ never writes its final folder. Its attempt gets a private folder,
     <out>/.executor_attempt.<NNN>-<owner8>/.executor_status etc. executor files waiting to be published
 
 and every write into `<out>` itself is a *move* out of that folder: a rename locally, a server-side
-copy on GCS and S3. A runner taking a step over first moves the previous attempt's folder into its own
-(to resume from its shards and checkpoints) or deletes it; from then on every move the old runner
-still tries fails because its source is gone, and anything it writes lands in a folder nobody
-publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
+copy on GCS and S3. A runner taking a step over first copies the previous attempt's files into its
+own folder (to resume from its shards and checkpoints; a copy, so that no file the old runner still
+holds open is ever published) and deletes that folder, or just deletes it; from then on every move the
+old runner still tries fails because its source is gone, and anything it writes lands in a folder
+nobody publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
 written into its folder *before* its last lease check, so after that check it only moves. (One folder
 per attempt, no sub-folders of its own: creating and removing folders is what costs most locally.)
 
