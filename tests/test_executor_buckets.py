@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from urllib.parse import unquote
 
 import pytest
@@ -145,6 +146,10 @@ def test_runner_killed_between_heartbeats_is_taken_over_once_its_lease_is_stale(
     heartbeat = proxy.watch(upload_of(".executor_lease", heartbeat=True))
     first = start_runner(prefix, counter, 1, 60, FAST_LEASES)
     assert heartbeat.hit.wait(120), "the runner never refreshed its lease"
+    deadline = time.monotonic() + 120
+    while not invocations(counter):  # heartbeats start with the lease, before RUNNING is published
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.05)
     kill9(first)
     (out,) = paths = output_paths(prefix, counter, 1)
     assert read_statuses(paths) == ["RUNNING"]

@@ -118,26 +118,39 @@ def test_a_dead_lease_is_taken_once_the_taker_saw_it_unchanged_for_the_timeout(t
     assert isinstance(claim, Lease) and claim.took_over
 
 
-def test_a_lease_whose_process_on_this_host_is_gone_is_taken_at_once(tmp_path):
-    import socket
+IDENTITY = (
+    "import json; from marin.execution.lease import Identity; print(json.dumps(Identity.of_this_process().fields()))"
+)
+
+
+def identity_of_a_gone_process() -> dict:
     import subprocess
     import sys
 
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
+    done = subprocess.run([sys.executable, "-c", IDENTITY], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_a_lease_whose_process_on_this_host_is_gone_is_taken_at_once(tmp_path):
     path = str(tmp_path / "step" / ".executor_lease")
-    payload = {"owner": "gone", "host": socket.gethostname(), "pid": gone.pid, "heartbeat": time.time(), "acquired": 0}
+    payload = {"owner": "gone", "heartbeat": time.time(), "acquired": 0, **identity_of_a_gone_process()}
     create_if_absent(path, json.dumps(payload).encode())
     claim = try_acquire(path, new_owner_id(), {}, SkewedClock(0))
     assert isinstance(claim, Lease) and claim.took_over
 
 
-def test_a_lease_of_a_live_process_on_this_host_is_not_taken_early(tmp_path):
-    import os
-    import socket
-
+@pytest.mark.parametrize(
+    "change", [{"boot": "another-boot"}, {"pid_ns": "pid:[1]"}, {"pid_ns": None}, {"pid_started": None}]
+)
+def test_a_gone_pid_proves_nothing_unless_boot_namespace_and_start_time_are_ours(tmp_path, change):
     path = str(tmp_path / "step" / ".executor_lease")
-    mine = {"owner": "alive", "host": socket.gethostname(), "pid": os.getpid(), "heartbeat": 0, "acquired": 0}
-    mine["pid_started"] = lease_module.process_start_time(os.getpid())
+    payload = {"owner": "elsewhere", "heartbeat": time.time(), "acquired": 0, **identity_of_a_gone_process(), **change}
+    create_if_absent(path, json.dumps(payload).encode())
+    assert isinstance(try_acquire(path, new_owner_id(), {}, SkewedClock(0)), LeaseHeld)
+
+
+def test_a_lease_of_a_live_process_on_this_host_is_not_taken_early(tmp_path):
+    path = str(tmp_path / "step" / ".executor_lease")
+    mine = {"owner": "alive", "heartbeat": 0, "acquired": 0, **lease_module.Identity.of_this_process().fields()}
     create_if_absent(path, json.dumps(mine).encode())
     assert isinstance(try_acquire(path, new_owner_id(), {}, SkewedClock(0)), LeaseHeld)

@@ -3,9 +3,9 @@
 An attempt writes into its own staging folder (`marin.storage.staging`). The executor instantiates
 `this_output_path()` with a placeholder (`staging_template`) that each attempt binds to its folder
 (`bind_output`). A new attempt claims its number by creating its log, then adopts the latest earlier
-attempt's folder to resume from it (or starts empty for a rerun with changed code) and discards the
-rest; once no earlier folder survives under its own name, nothing its runner still does can reach
-the published output. Succeeded steps' attempt folders are removed in the background.
+attempt's files, copied, to resume from them (or starts empty for a rerun with changed code) and
+discards the rest; once no earlier folder survives under its own name, nothing its runner still does
+can reach the published output. Succeeded steps' attempt folders are removed in the background.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from marin.storage import create_if_absent, list_dir, makedirs
@@ -70,12 +71,28 @@ def claim_attempt(output_path: str) -> int:
     return attempt
 
 
-def take_over_staging(out: str, staging: str, fresh: bool) -> str | None:
-    """Resumes from the latest earlier attempt's staging folder (moved into ours), discarding the rest.
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt of a step: its number, its staging folder and its log."""
 
-    `fresh` (a rerun of a step that succeeded, its code changed) starts from an empty folder instead. Either way
-    no earlier attempt's folder survives under its own name, which is what fences its runner out.
+    output_path: str
+    number: int
+    staging: str
+    log: str
+    adopted: str | None
+    """The earlier attempt whose files this one resumes from (copied into `staging`), or None."""
+
+
+def start_attempt(out: str, owner: str, fresh: bool) -> Attempt:
+    """Claims the next attempt of `out` and gives it a staging folder (under the step's lease).
+
+    It resumes from a copy of the latest earlier attempt's files, discarding every earlier folder, or
+    starts empty when `fresh` (a rerun of a step that succeeded, its code changed). Either way no
+    earlier attempt's folder survives under its own name, which is what fences its runner out, and no
+    file an earlier runner may still hold open is ever in the new folder.
     """
+    number = claim_attempt(out)
+    staging = staging_path(out, f"{number:03d}-{owner[:8]}")
     earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
     keep = None if fresh or not earlier else earlier[-1]
     for name in earlier:
@@ -84,7 +101,7 @@ def take_over_staging(out: str, staging: str, fresh: bool) -> str | None:
     if keep is not None:
         adopt(staging_path(out, keep), staging)
     makedirs(staging)
-    return keep
+    return Attempt(out, number, staging, f"{logs_dir(out)}/{number:03d}.log", keep)
 
 
 _cleanups: list = []

@@ -14,7 +14,8 @@ from typing import Any
 
 from marin.execution.attempts import finish_cleanups
 from marin.execution.authoring import ResourceConfig
-from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN, interrupt_running_steps
+from marin.execution.interrupts import LEFT_FOR_RERUN, interrupt_running_steps
+from marin.execution.status import Outcome
 from marin.execution.step_runner import StepOutcome, StepTask, execute_step
 from marin.sharding import RAY_SYSTEM_RETRIES
 
@@ -63,7 +64,7 @@ class LocalBackend:
             try:
                 results.append((handle, handle.result()))
             except BaseException as exc:
-                results.append((handle, StepOutcome("FAILED", error=f"{type(exc).__name__}: {exc}")))
+                results.append((handle, StepOutcome(Outcome.FAILED, error=f"{type(exc).__name__}: {exc}")))
         return results
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
@@ -80,7 +81,7 @@ class LocalBackend:
         interrupt_running_steps()
         started = [h for h in handles if not h.cancelled()]
         results = _wait_for_interrupted(self.wait_any, started)
-        results += [(h, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
+        results += [(h, StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
         self._pool.shutdown(wait=False, cancel_futures=True)
         return results
 
@@ -216,9 +217,11 @@ class RayBackend:
             try:
                 results.append((ref, self._ray.get(ref)))
             except self._ray.exceptions.TaskCancelledError:
-                results.append((ref, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)))
+                results.append((ref, StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)))
             except Exception as exc:
-                results.append((ref, StepOutcome("FAILED", error=f"Ray task failed: {type(exc).__name__}: {exc}")))
+                results.append(
+                    (ref, StepOutcome(Outcome.FAILED, error=f"Ray task failed: {type(exc).__name__}: {exc}"))
+                )
         return results
 
     def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:

@@ -29,14 +29,15 @@ from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
-from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
+from marin.execution.interrupts import LEFT_FOR_RERUN
+from marin.execution.lease import check_settings
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
-from marin.execution.status import FAILED, RUNNING, SUCCESS, info_path, read_statuses
+from marin.execution.status import FAILED, SUCCESS, Action, Outcome, action_for, info_path, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
 from marin.storage.layout import RunLine, runs_file
@@ -65,7 +66,7 @@ class StepDecision:
 
     planned: PlannedStep
     state: str | None
-    action: str
+    action: Action
     reason: str
     code_changed: bool = False
     """Succeeded before, and the code fingerprint in its `.executor_info` differs from the code's now."""
@@ -73,6 +74,20 @@ class StepDecision:
     """action 'reuse': the source folder that passed the checks made without reading its files."""
     reuse_bytes: int = 0
     """action 'reuse': the bytes its manifest lists (copied, or hashed in place by reference)."""
+
+
+def _reason(state: str | None, action: Action, code_changed: bool, new_reason: str | None) -> str:
+    if state == SUCCESS:
+        if action is Action.RUN:
+            return "code changed (--rerun_code_changed)"
+        return "succeeded; WARNING: code changed since" if code_changed else "succeeded"
+    if action is Action.FAIL:
+        return "failed before (use --force_run_failed)"
+    if action is Action.WAIT:
+        return "running elsewhere (or its runner died)"
+    if state is None:
+        return f"new hash: {new_reason or 'no output yet'}"
+    return "failed before; --force_run_failed" if state == FAILED else f"was {state}"
 
 
 def default_experiment_name() -> tuple[str, str | None]:
@@ -176,26 +191,13 @@ class Executor:
                 and fingerprints[planned] is not None
                 and fingerprints[planned] != code_fingerprint(planned.step.fn)
             )
-            if state == SUCCESS:
-                if code_changed and rerun_code_changed:
-                    decisions.append(StepDecision(planned, state, "run", "code changed (--rerun_code_changed)", True))
-                elif code_changed:
-                    decisions.append(
-                        StepDecision(planned, state, "skip", "succeeded; WARNING: code changed since", True)
-                    )
-                else:
-                    decisions.append(StepDecision(planned, state, "skip", "succeeded"))
-            elif state == FAILED and not force_run_failed:
-                decisions.append(StepDecision(planned, state, "fail", "failed before (use --force_run_failed)"))
-            elif state == FAILED:
-                decisions.append(StepDecision(planned, state, "run", "failed before; --force_run_failed"))
-            elif state == RUNNING:
-                decisions.append(StepDecision(planned, state, "wait", "running elsewhere (or its runner died)"))
-            elif state is None:
-                reason = new_reasons.get(planned, "no output yet")
-                decisions.append(StepDecision(planned, state, "run", f"new hash: {reason}"))
-            else:
-                decisions.append(StepDecision(planned, state, "run", f"was {state}"))
+            rerun = code_changed and rerun_code_changed
+            action = action_for(state, force_run_failed=force_run_failed, rerun_succeeded=rerun)
+            decisions.append(
+                StepDecision(
+                    planned, state, action, _reason(state, action, code_changed, new_reasons.get(planned)), code_changed
+                )
+            )
         if self.cache_from is not None:
             plan_reuse(decisions, plan, self.cache_from)
         return decisions
@@ -209,6 +211,7 @@ class Executor:
         rerun_code_changed: bool = False,
     ) -> RunResult:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
+        check_settings()
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(
             plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
@@ -217,7 +220,7 @@ class Executor:
         if dry_run:
             print_plan(decisions, self.prefix)
             return RunResult(plan.output_paths())
-        changed = [d.planned.name for d in decisions if d.code_changed and d.action == "skip"]
+        changed = [d.planned.name for d in decisions if d.code_changed and d.action is Action.SKIP]
         if changed:
             logger.warning(
                 "the code behind %d succeeded step(s) changed since they ran (kept; --rerun_code_changed "
@@ -228,7 +231,7 @@ class Executor:
         record_path = self.record_path(plan)
         started = utc_now()
         record_exists = exists(record_path)
-        store = any(d.action != "skip" for d in decisions) or not record_exists
+        store = any(d.action is not Action.SKIP for d in decisions) or not record_exists
         run = run_provenance(
             plan, started, uuid.uuid4().hex, store=store, allow_credentials_in_patch=self.allow_credentials_in_patch
         )
@@ -241,7 +244,7 @@ class Executor:
             left = [
                 d.planned.relative_output_path
                 for d in decisions
-                if outcomes[d.planned].status in (INTERRUPTED, "NOT_RUN")
+                if outcomes[d.planned].status in (Outcome.INTERRUPTED, Outcome.NOT_RUN)
             ]
             shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             print(
@@ -314,21 +317,23 @@ class Executor:
         outcomes: dict[PlannedStep, StepOutcome] = {}
         interrupted = False
         pending: list[PlannedStep] = []
-        self._reusable = {d.planned for d in decisions if d.action == "reuse"}
-        rerun_succeeded = {d.planned for d in decisions if d.action == "run" and d.state == SUCCESS}
+        self._reusable = {d.planned for d in decisions if d.action is Action.REUSE}
+        rerun_succeeded = {d.planned for d in decisions if d.action is Action.RUN and d.state == SUCCESS}
         for d in decisions:
-            if d.action == "skip":
-                outcomes[d.planned] = StepOutcome("SKIPPED")
-            elif d.action == "fail":
+            if d.action is Action.SKIP:
+                outcomes[d.planned] = StepOutcome(Outcome.SKIPPED)
+            elif d.action is Action.FAIL:
                 log = latest_log(d.planned.output_path)
                 outcomes[d.planned] = StepOutcome(
-                    "FAILED", error="failed in an earlier run; --force_run_failed reruns it", log_path=log
+                    Outcome.FAILED, error="failed in an earlier run; --force_run_failed reruns it", log_path=log
                 )
             else:
                 pending.append(d.planned)
         inputs = {dep for p in pending for dep in p.dependencies}
-        self._references = read_references([d.planned for d in decisions if d.action == "skip" and d.planned in inputs])
-        if not pending and not any(o.status == "FAILED" for o in outcomes.values()):
+        self._references = read_references(
+            [d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs]
+        )
+        if not pending and not any(o.status is Outcome.FAILED for o in outcomes.values()):
             return outcomes, False
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
         for p in pending:
@@ -338,7 +343,7 @@ class Executor:
             p: sum(1 for dep in p.dependencies if dep not in outcomes or not outcomes[dep].ok) for p in pending
         }
         for failed, outcome in list(outcomes.items()):
-            if outcome.status == "FAILED":
+            if outcome.status is Outcome.FAILED:
                 self._fail_downstream(failed, dependents, outcomes, plan)
 
         backend = None
@@ -394,12 +399,12 @@ class Executor:
             for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
                 outcomes[in_flight.pop(handle)] = outcome
             for p in in_flight.values():
-                outcomes[p] = StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
+                outcomes[p] = StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
             if backend is not None and not interrupted:
                 backend.shutdown()
         for p in pending:
-            outcomes.setdefault(p, StepOutcome("NOT_RUN"))
+            outcomes.setdefault(p, StepOutcome(Outcome.NOT_RUN))
         return outcomes, interrupted
 
     def _fail_downstream(self, failed: PlannedStep, dependents: dict, outcomes: dict, plan: Plan) -> None:
@@ -408,7 +413,7 @@ class Executor:
             child = stack.pop()
             if child in outcomes:
                 continue
-            outcomes[child] = StepOutcome("DEP_FAILED", error="a dependency failed")
+            outcomes[child] = StepOutcome(Outcome.DEP_FAILED, error="a dependency failed")
             try:
                 mark_dep_failed(child.output_path, step_record(child, plan))
             except Exception as exc:
@@ -451,7 +456,7 @@ class Executor:
 
 def steps_to_run(decisions: list[StepDecision]) -> list[PlannedStep]:
     """The steps a run would run (or wait for): those whose plain inputs are checked before it starts."""
-    return [d.planned for d in decisions if d.action in ("run", "wait")]
+    return [d.planned for d in decisions if d.action in (Action.RUN, Action.WAIT)]
 
 
 @contextlib.contextmanager
@@ -493,20 +498,24 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     for d in decisions:
         status = outcomes[d.planned].status
         counts[status] = counts.get(status, 0) + 1
-    show = [d for d in decisions if outcomes[d.planned].status != "SKIPPED"] if len(decisions) > 40 else decisions
+    show = (
+        [d for d in decisions if outcomes[d.planned].status is not Outcome.SKIPPED]
+        if len(decisions) > 40
+        else decisions
+    )
     if show and len(show) <= 200:
         width = max(len(d.planned.relative_output_path) for d in show)
         print(f"  {'outcome':<13} {'time':>8}  {'step output':<{width}}", file=file)
         for d in show:
             o = outcomes[d.planned]
             took = f"{o.duration_s:.1f}s" if o.duration_s is not None else "-"
-            err = f"  {o.error}" if o.error and o.status != "DEP_FAILED" else ""
-            if o.status == "REUSED":
+            err = f"  {o.error}" if o.error and o.status is not Outcome.DEP_FAILED else ""
+            if o.status is Outcome.REUSED:
                 err = f"  from {o.extra['reused_from']['path']}"
             print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     print(f"{len(decisions)} steps: {summary}", file=file)
-    if counts.keys() <= {"SKIPPED"}:
+    if counts.keys() <= {Outcome.SKIPPED}:
         print("nothing to run: every step already succeeded", file=file)
     print_failures([(d.planned, outcomes[d.planned]) for d in decisions], file)
     print(f"record: {record_path}", file=file)

@@ -22,7 +22,6 @@ class RunnerInterrupted(BaseException):
     """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
 
 
-INTERRUPTED = "INTERRUPTED"
 LEFT_FOR_RERUN = "interrupted (Ctrl-C); a rerun resumes it"
 
 _interruptible: dict[int, str] = {}

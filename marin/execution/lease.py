@@ -1,18 +1,22 @@
 """Leases: at most one runner works on a step at a time, on any storage (DESIGN.md §6).
 
-A runner claims a step by creating `.executor_lease` only if it is absent. While the step runs, one
-keeper thread per process refreshes every lease it holds each `MARIN_LEASE_HEARTBEAT_S` seconds, each
+A runner claims a step by creating `.executor_lease` only if it is absent, and holds it for one `with`
+block: entering starts the heartbeats, leaving (however) releases it. While held, one keeper thread
+per process refreshes every lease the process holds each `MARIN_LEASE_HEARTBEAT_S` seconds, each
 refresh conditional on the version it last wrote. If a refresh finds another version, someone took the
-lease over: the lease is *lost*, the step's thread is interrupted, and nothing more is written for it
-(fencing; marin.storage.staging makes that hold for whatever the step itself still writes).
+lease over: the lease is *lost*, the holder's thread is interrupted, and nothing more is written for
+it (fencing; marin.storage.staging makes that hold for whatever the step itself still writes).
 
 Staleness never compares two hosts' clocks. A waiting runner judges a lease stale when it has seen the
 same lease version, unchanged, for `MARIN_LEASE_TIMEOUT_S` by its *own* monotonic clock: a holder
 whose wall clock runs minutes ahead or behind is neither robbed while it heartbeats nor waited on
-forever once it stops. The heartbeat time in the file is for people (the browser), not for the
-protocol. One shortcut: a lease held by a process of this same host that is gone (its pid no longer
-runs, or now names a process started at another time) is stale at once. A stale lease is taken over
-with a precondition on the stale version. The clock is injectable (`Clock`), so tests skew it.
+forever once it stops. The heartbeat time in the file is for people (the browser), not the protocol.
+
+One shortcut: a holder that provably was a process of this runner's own boot and PID namespace, and is
+gone, is stale at once. The lease records who holds it (`Identity`: host, boot id, PID namespace, pid
+and the process's start time); anything that cannot be compared (another boot or namespace, a /proc
+that is not ours, a field missing) proves nothing, and the taker waits for staleness. Every time read
+here comes from an injectable `Clock`, so tests skew it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from marin.storage import (
@@ -53,12 +56,104 @@ class Clock:
 SYSTEM_CLOCK = Clock()
 
 
-heartbeat_interval_s = lease_heartbeat_s
-"""Seconds between refreshes (`MARIN_LEASE_HEARTBEAT_S`, default in marin.storage.layout)."""
+def check_settings() -> None:
+    """Reads `MARIN_LEASE_HEARTBEAT_S` and `MARIN_LEASE_TIMEOUT_S`; ValueError naming a bad one (before a run)."""
+    lease_heartbeat_s()
+    lease_timeout_s()
 
 
 class LeaseLost(BaseException):
     """Raised in a step's thread when its lease was taken over; BaseException so steps don't swallow it."""
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (Linux), or None when unknown or gone."""
+    stat = _read(f"/proc/{pid}/stat")
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19]) if stat else None
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who holds a lease, in the terms that can prove on this host that the holder is gone."""
+
+    host: str
+    """The holder's host name (for people; host names are not unique)."""
+    boot: str | None
+    """`/proc/sys/kernel/random/boot_id`: differs between machines and between boots of one."""
+    pid_ns: str | None
+    """The holder's PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`)."""
+    pid: int
+    """The holder's pid, as its own namespace numbers it."""
+    pid_started: int | None
+    """The holder's start time in ticks since boot, so a pid reused by another process is told apart."""
+
+    @classmethod
+    def of_this_process(cls) -> Identity:
+        try:
+            pid_ns = os.readlink("/proc/self/ns/pid")
+            ours = os.readlink("/proc/self") == str(os.getpid())  # a /proc of another namespace proves nothing
+        except OSError:
+            pid_ns, ours = None, False
+        return cls(
+            socket.gethostname(),
+            _read("/proc/sys/kernel/random/boot_id") if ours else None,
+            pid_ns if ours else None,
+            os.getpid(),
+            process_start_time(os.getpid()) if ours else None,
+        )
+
+    def fields(self) -> dict:
+        return {
+            "host": self.host,
+            "boot": self.boot,
+            "pid_ns": self.pid_ns,
+            "pid": self.pid,
+            "pid_started": self.pid_started,
+        }
+
+
+_me: Identity | None = None
+
+
+def _this_process() -> Identity:
+    global _me
+    if _me is None or _me.pid != os.getpid():
+        _me = Identity.of_this_process()
+    return _me
+
+
+def holder_is_gone(info: dict) -> bool:
+    """True only when the holder provably was a process of this boot and PID namespace that no longer runs."""
+    me = _this_process()
+    pid, started = info.get("pid"), info.get("pid_started")
+    if None in (me.boot, me.pid_ns) or not isinstance(pid, int) or not isinstance(started, int):
+        return False
+    if info.get("host") != me.host or info.get("boot") != me.boot or info.get("pid_ns") != me.pid_ns:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    current = process_start_time(pid)
+    return current is not None and current != started
+
+
+def _payload(owner: str, acquired: float, clock: Clock) -> bytes:
+    body = {"owner": owner, "heartbeat": clock.time(), "acquired": acquired, **_this_process().fields()}
+    return json.dumps(body, sort_keys=True).encode()
 
 
 @dataclass
@@ -73,20 +168,35 @@ class LeaseHeld:
 
 @dataclass(eq=False)
 class Lease:
-    """A lease this process holds."""
+    """A lease this process holds: `with lease:` heartbeats it (interrupting this thread if it is lost)
+    and releases it on the way out."""
 
     path: str
     owner: str
     acquired: float
     version: str
     took_over: bool = False
+    clock: Clock = SYSTEM_CLOCK
     lost: threading.Event = field(default_factory=threading.Event)
     thread_id: int | None = None
-    on_tick: Callable[[], None] | None = None
-    last_refresh: float = field(default_factory=time.monotonic)
+    """The thread a lost lease interrupts (the one that entered the `with`); None: no interrupt."""
+    on_tick: object = None
+    """Called by the keeper before each heartbeat (mirroring a log to a bucket)."""
+    last_refresh: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: bool = False
-    clock: Clock = SYSTEM_CLOCK
+
+    def __post_init__(self):
+        if self.last_refresh is None:
+            self.last_refresh = self.clock.monotonic()
+
+    def __enter__(self) -> Lease:
+        self.thread_id = threading.get_ident()
+        _keeper.add(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     def refresh(self) -> bool:
         """Writes a new heartbeat if the lease is still ours; False (and marks it lost) otherwise."""
@@ -101,7 +211,7 @@ class Lease:
         try:
             new = replace_if_unchanged(self.path, _payload(self.owner, self.acquired, self.clock), self.version)
         except Exception as exc:
-            if time.monotonic() - self.last_refresh > lease_timeout_s():
+            if self.clock.monotonic() - self.last_refresh > lease_timeout_s():
                 logger.warning("lease %s: cannot refresh for longer than the timeout (%s)", self.path, exc)
                 self.lost.set()
                 return False
@@ -111,7 +221,7 @@ class Lease:
             self.lost.set()
             return False
         self.version = new
-        self.last_refresh = time.monotonic()
+        self.last_refresh = self.clock.monotonic()
         return True
 
     def still_held(self) -> bool:
@@ -128,8 +238,13 @@ class Lease:
             self.lost.set()
             return False
 
+    def check(self) -> None:
+        """Raises LeaseLost unless `still_held()`."""
+        if not self.still_held():
+            raise LeaseLost()
+
     def heartbeat_or_interrupt(self) -> None:
-        """The keeper's tick: refresh, and interrupt the step's thread if the lease was lost."""
+        """The keeper's tick: refresh, and interrupt the holder's thread if the lease was lost."""
         with self.lock:
             if self._refresh_locked() or self.released:
                 return
@@ -138,6 +253,7 @@ class Lease:
                 interrupt_thread(self.thread_id)
 
     def release(self) -> None:
+        """Stops the heartbeats and deletes the lease if it is still ours (idempotent)."""
         _keeper.remove(self)
         with self.lock:
             if self.released:
@@ -149,47 +265,6 @@ class Lease:
                 delete_if_unchanged(self.path, self.version)
             except Exception as exc:
                 logger.warning("could not release lease %s (it will go stale): %s", self.path, exc)
-
-
-def _payload(owner: str, acquired: float, clock: Clock = SYSTEM_CLOCK) -> bytes:
-    body = {
-        "owner": owner,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "pid_started": process_start_time(os.getpid()),
-        "heartbeat": clock.time(),
-        "acquired": acquired,
-    }
-    return json.dumps(body, sort_keys=True).encode()
-
-
-def process_start_time(pid: int) -> int | None:
-    """When process `pid` started, in clock ticks since boot (Linux), or None when unknown or gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    try:
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def holder_is_gone(info: dict) -> bool:
-    """True when the lease's holder ran on this host and its process no longer runs."""
-    if info.get("host") != socket.gethostname() or not isinstance(info.get("pid"), int):
-        return False
-    pid = info["pid"]
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    recorded = info.get("pid_started")
-    current = process_start_time(pid)
-    return recorded is not None and current is not None and recorded != current
 
 
 def new_owner_id() -> str:
@@ -211,7 +286,7 @@ def try_acquire(
 
     `seen` maps each lease version this runner met to when it first met it (`clock.monotonic()`); a
     version met more than `MARIN_LEASE_TIMEOUT_S` ago and still there is stale. Without `seen`, only a
-    lease whose holder is gone from this host is ever stale.
+    lease whose holder is provably gone (`holder_is_gone`) is ever stale.
 
     A try loses a race when the lease vanishes between the failed create and the read (its holder
     released it), or when another runner takes a stale lease over first; each lost race means someone
@@ -231,18 +306,15 @@ def try_acquire(
             heartbeat, holder, host = float(info["heartbeat"]), str(info["owner"]), info.get("host")
         except (ValueError, KeyError, TypeError):
             info, heartbeat, holder, host = {}, now, "<unreadable lease>", None
-        first_seen = seen.setdefault(current.version, clock.monotonic())
-        unchanged_s = clock.monotonic() - first_seen
+        unchanged_s = clock.monotonic() - seen.setdefault(current.version, clock.monotonic())
         gone = holder_is_gone(info)
         if not gone and unchanged_s <= lease_timeout_s():
             return LeaseHeld(holder, host, now - heartbeat, current.version)
         version = replace_if_unchanged(path, _payload(owner, now, clock), current.version)
         if version is None:
             continue
-        if gone:
-            logger.warning("took over the stale lease %s from %s (its process on this host is gone)", path, holder)
-        else:
-            logger.warning("took over the stale lease %s from %s (unchanged for %.0f s)", path, holder, unchanged_s)
+        why = "its process on this host is gone" if gone else f"unchanged for {unchanged_s:.0f} s"
+        logger.warning("took over the stale lease %s from %s (%s)", path, holder, why)
         return Lease(path, owner, now, version, took_over=True, clock=clock)
     raise LeaseContention(
         f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries to claim it "
@@ -261,7 +333,6 @@ class _Keeper:
     def __init__(self):
         self._leases: set[Lease] = set()
         self._lock = threading.Lock()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, lease: Lease) -> None:
@@ -277,13 +348,18 @@ class _Keeper:
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait(heartbeat_interval_s())
+            try:
+                interval = lease_heartbeat_s()
+            except ValueError as exc:  # checked before the run; if it changed since, keep beating
+                logger.error("%s; heartbeating every second", exc)
+                interval = 1.0
+            time.sleep(interval)
             with self._lock:
                 leases = list(self._leases)
             for lease in leases:
                 if lease.lost.is_set():
                     continue
-                if lease.on_tick is not None:
+                if callable(lease.on_tick):
                     try:
                         lease.on_tick()
                     except Exception as exc:
@@ -292,9 +368,3 @@ class _Keeper:
 
 
 _keeper = _Keeper()
-
-
-def keep_alive(lease: Lease) -> None:
-    """Starts heartbeating `lease` and interrupts the current thread if it is lost."""
-    lease.thread_id = threading.get_ident()
-    _keeper.add(lease)

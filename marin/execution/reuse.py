@@ -40,6 +40,7 @@ from typing import Literal
 
 import orjson
 
+from marin.execution.status import Action
 from marin.storage import (
     backend_for,
     current_version,
@@ -467,7 +468,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
     its files (SUCCESS, same identity and code, a sound manifest); the runner verifies every byte later."""
     from marin.execution.records import step_record
 
-    todo = [d for d in decisions if d.action == "run" and d.state != "SUCCESS"]
+    todo = [d for d in decisions if d.action is Action.RUN and d.state != "SUCCESS"]
     if not todo:
         return
 
@@ -481,7 +482,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
             found = list(pool.map(look, todo))
     for d, (candidate, reasons) in zip(todo, found, strict=True):
         if candidate is None and d.planned.identity in cache.pinned:
-            d.action = "reuse"
+            d.action = Action.REUSE
             d.reason = f"refused: the record's external input did not verify ({'; '.join(reasons) or 'no source'})"
             continue
         if candidate is None:
@@ -490,7 +491,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
                 d.reason += f"; not reusable: {telling[0]}"
                 logger.warning("%s: not reused: %s", d.planned.identity, "; ".join(telling))
             continue
-        d.action = "reuse"
+        d.action = Action.REUSE
         how = "to copy" if cache.mode == "copy" else "to verify in place"
         d.reason = f"from {candidate.path} ({candidate.total_bytes:,} bytes {how})"
         d.reuse_from = candidate.path

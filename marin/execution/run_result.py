@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from marin.execution.authoring import ExecutorStep
+from marin.execution.status import Outcome
 from marin.execution.step_runner import StepOutcome
 
 
@@ -43,6 +44,6 @@ class RunResult(Mapping[ExecutorStep, str]):
         """True when every selected step succeeded, was skipped or ran elsewhere."""
         return all(o.ok for o in self.outcomes.values())
 
-    def statuses(self) -> dict[str, str]:
+    def statuses(self) -> dict[str, Outcome]:
         """Step name -> outcome status, for printing and tests."""
         return {step.name: outcome.status for step, outcome in self.outcomes.items()}

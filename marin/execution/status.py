@@ -1,11 +1,13 @@
-"""Step states on storage: the `.executor_*` files of a step's output folder, read one at a time or many at once.
+"""Step states on storage, what a run does with a step (`Action`) and what came of it (`Outcome`).
 
 The names and the states themselves are the storage contract (`marin.storage.layout`); this module adds
-the reads and writes the executor makes.
+the reads and writes the executor makes, and `action_for`: the one place where a step's state decides
+what happens to it, for the plan (`marin plan`) and for the runner alike.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 from marin.storage import read_bytes, read_bytes_many, write_bytes
@@ -19,6 +21,9 @@ STATES = tuple(State)
 
 __all__ = [
     "DEP_FAILED",
+    "Action",
+    "Outcome",
+    "action_for",
     "FAILED",
     "RUNNING",
     "STATES",
@@ -51,3 +56,53 @@ def write_status(output_path: str, state: State | str) -> None:
     except ValueError:
         raise ValueError(f"unknown step state {state!r}") from None
     write_bytes(status_path(output_path), state.value.encode())
+
+
+class Action(enum.StrEnum):
+    """What a run does with a step."""
+
+    RUN = "run"
+    """Take its lease and run an attempt."""
+    SKIP = "skip"
+    """Nothing: it succeeded."""
+    FAIL = "fail"
+    """Nothing: it failed before and the run does not force failed steps."""
+    WAIT = "wait"
+    """Wait for the runner that holds it (planning's name for a RUNNING step; the runner then decides again)."""
+    REUSE = "reuse"
+    """Verify another prefix's output of the same identity and publish it here (`--cache_from`)."""
+
+
+class Outcome(enum.StrEnum):
+    """What came of a step in one run (`.runs.jsonl`, the summary table, `RunResult.statuses()`)."""
+
+    SUCCESS = "SUCCESS"
+    """It ran here and succeeded."""
+    SKIPPED = "SKIPPED"
+    """It had succeeded before."""
+    RAN_ELSEWHERE = "RAN_ELSEWHERE"
+    """Another runner ran it while this one waited."""
+    REUSED = "REUSED"
+    """Verified in another prefix (`--cache_from`) and published here instead of running."""
+    FAILED = "FAILED"
+    DEP_FAILED = "DEP_FAILED"
+    NOT_RUN = "NOT_RUN"
+    """The run stopped before it."""
+    INTERRUPTED = "INTERRUPTED"
+    """Ctrl-C or SIGTERM stopped it; left as it was for a rerun."""
+
+    @property
+    def ok(self) -> bool:
+        return self in (Outcome.SUCCESS, Outcome.REUSED, Outcome.SKIPPED, Outcome.RAN_ELSEWHERE)
+
+
+def action_for(state: State | None, *, force_run_failed: bool, rerun_succeeded: bool = False) -> Action:
+    """What to do with a step in `state`: skip a success (unless rerun), refuse a failure (unless forced),
+    wait for one running elsewhere, run the rest."""
+    if state == SUCCESS:
+        return Action.RUN if rerun_succeeded else Action.SKIP
+    if state == FAILED:
+        return Action.RUN if force_run_failed else Action.FAIL
+    if state == RUNNING:
+        return Action.WAIT
+    return Action.RUN

@@ -1,9 +1,16 @@
 """Running one step under its lease: the code that executes inside a thread or a Ray task.
 
-The order of writes is the contract readers rely on: `.executor_info` and `RUNNING` first, then the
-step's own files, then `.executor_manifest.json`, then `SUCCESS`, then the lease is released. A
-reader trusts only `SUCCESS`, so a crash at any point leaves a state the next run completes: the
-lease goes stale, the next runner takes it over and resumes from the attempt's files.
+The runner is a small state machine. It reads the step's state and decides (`_decide`: skip, fail,
+or claim the lease); a lease held by another runner means waiting and deciding again. A claimed lease
+is held by one `with` block: inside it the runner decides once more (someone may have finished the
+step meanwhile) and runs one attempt; however the block is left (success, failure, a lost lease,
+Ctrl-C, SIGTERM), the lease is released.
+
+The order of writes is the contract readers rely on, and `_publish` is the only place that writes it:
+`.executor_info` and `RUNNING` first, then the step's own files, then `.executor_manifest.json`, then
+`SUCCESS` (or `FAILED`), then the lease is released. A reader trusts only `SUCCESS`, so a crash at
+any point leaves a state the next run completes: the lease goes stale, the next runner takes it over
+and resumes from a copy of the attempt's files.
 
 The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
 that reaches the final folder is moved there out of that folder after a lease check, and a runner
@@ -25,36 +32,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from marin.execution.attempts import (
+    Attempt,
     bind_output,
-    claim_attempt,
     discard_attempts,
     finish_cleanups,
     staging_template,
-    take_over_staging,
+    start_attempt,
 )
 from marin.execution.capture import capture_process, capture_thread
 from marin.execution.interrupts import (
-    INTERRUPTED,
     LEFT_FOR_RERUN,
     RunnerInterrupted,
     RunnerTerminated,
     interruptible_now,
     sigterm_stops_the_runner,
 )
-from marin.execution.lease import (
-    Lease,
-    LeaseHeld,
-    LeaseLost,
-    keep_alive,
-    new_owner_id,
-    try_acquire,
-)
+from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try_acquire
 from marin.execution.records import dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
     FAILED,
     RUNNING,
     SUCCESS,
+    Action,
+    Outcome,
+    State,
+    action_for,
     info_path,
     lease_path,
     logs_dir,
@@ -76,18 +79,17 @@ from marin.storage import (
 from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE
 from marin.storage.staging import (
     Fenced,
-    Publication,
     prepare_publication,
     publish,
     publish_commit_file,
     stage_commit_file,
-    staging_path,
     sync_folder,
 )
 
 logger = logging.getLogger(__name__)
 
 WAIT_POLL_S = (0.2, 2.0)
+FAILED_ELSEWHERE = "failed in another runner (see its log)"
 
 
 @dataclass
@@ -116,9 +118,7 @@ class StepTask:
 class StepOutcome:
     """What happened to a step in this run."""
 
-    status: str
-    """SUCCESS (ran here), REUSED (verified and published from another prefix), SKIPPED (already done),
-    RAN_ELSEWHERE, FAILED, DEP_FAILED or NOT_RUN."""
+    status: Outcome
     started: str | None = None
     ended: str | None = None
     duration_s: float | None = None
@@ -127,60 +127,269 @@ class StepOutcome:
     log_path: str | None = None
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self):
+        self.status = Outcome(self.status)
+
     @property
     def ok(self) -> bool:
-        return self.status in ("SUCCESS", "REUSED", "SKIPPED", "RAN_ELSEWHERE")
+        return self.status.ok
 
 
 def execute_step(task: StepTask) -> StepOutcome:
     """Runs `task` exactly once across all runners, or waits for whoever runs it.
 
     Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread), it returns
-    INTERRUPTED with the step left as it was before this attempt and its lease released.
+    INTERRUPTED with the step left as it was before this attempt and its lease released. SIGTERM (in a
+    process's main thread, i.e. a Ray task) is not a failure either: the lease is released, the step
+    stays unfinished for the next runner, then the process exits as it was asked to.
     """
     interruptible_now(task.name)
     try:
-        return _execute_step(task)
+        with sigterm_stops_the_runner() as previous_handler:
+            try:
+                return _execute(task)
+            except RunnerTerminated:
+                logger.error("step %s: the runner got SIGTERM; lease released, the step stays unfinished", task.name)
+        if callable(previous_handler):
+            previous_handler(signal.SIGTERM, None)
+        raise SystemExit(128 + signal.SIGTERM)
     except (KeyboardInterrupt, RunnerInterrupted):
-        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)
+        return StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)
     finally:
         interruptible_now(None)
         if task.capture == "process":
             finish_cleanups()
 
 
-def _execute_step(task: StepTask) -> StepOutcome:
-    owner = new_owner_id()
-    seen_versions: dict[str, float] = {}
-    delay = WAIT_POLL_S[0]
-    announced = False
+def _decide(task: StepTask, state: State | None, waited: bool) -> Action:
+    """The one place where the runner decides what to do with its step, from the state it just read.
+
+    `waited`: this runner already waited for another one (or lost the lease to it); a SUCCESS then is
+    that runner's, never a reason to rerun.
+    """
+    return action_for(
+        state, force_run_failed=task.force_run_failed, rerun_succeeded=task.rerun_succeeded and not waited
+    )
+
+
+def _execute(task: StepTask) -> StepOutcome:
+    owner, seen, delay, waited = new_owner_id(), {}, WAIT_POLL_S[0], False
     while True:
-        status = read_status(task.output_path)
-        if status == SUCCESS and not (task.rerun_succeeded and not announced):
-            return StepOutcome("RAN_ELSEWHERE" if announced else "SKIPPED")
-        if status == FAILED and not task.force_run_failed:
-            return StepOutcome("FAILED", error="failed in another runner (see its log)")
-        claim = try_acquire(lease_path(task.output_path), owner, seen_versions)
+        match _decide(task, read_status(task.output_path), waited):
+            case Action.SKIP:
+                return StepOutcome(Outcome.RAN_ELSEWHERE if waited else Outcome.SKIPPED)
+            case Action.FAIL:
+                return StepOutcome(Outcome.FAILED, error=FAILED_ELSEWHERE)
+        claim = try_acquire(lease_path(task.output_path), owner, seen)
         if isinstance(claim, LeaseHeld):
-            if not announced:
+            if not waited:
                 logger.info("%s: running elsewhere (%s on %s); waiting", task.name, claim.owner[:8], claim.host)
-                announced = True
+            waited = True
             time.sleep(delay)
             delay = min(delay * 1.5, WAIT_POLL_S[1])
             continue
         try:
-            status = read_status(task.output_path)
-            if status == SUCCESS and not (task.rerun_succeeded and not announced):
-                claim.release()
-                return StepOutcome("RAN_ELSEWHERE")
-            if status == FAILED and not task.force_run_failed:
-                claim.release()
-                return StepOutcome("FAILED", error="failed in another runner (see its log)")
-            return _run_with_lease(task, claim, status)
+            with claim:
+                state = read_status(task.output_path)
+                match _decide(task, state, waited):
+                    case Action.SKIP:
+                        return StepOutcome(Outcome.RAN_ELSEWHERE)
+                    case Action.FAIL:
+                        return StepOutcome(Outcome.FAILED, error=FAILED_ELSEWHERE)
+                return _attempt(task, claim, state)
         except LeaseLost:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
-            announced = True
-            continue
+            waited = True
+
+
+def _attempt(task: StepTask, lease: Lease, previous: State | None) -> StepOutcome:
+    """One attempt under `lease`. `previous`: the step's state when the lease was taken, put back if the
+    attempt is interrupted. A failure of the bookkeeping itself still ends in FAILED."""
+    attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded)
+    try:
+        _publish(lease, attempt, RUNNING, info=task.info)
+        if task.reuse is not None or task.references:
+            decided = _reuse_or_check(task, lease, attempt)
+            if decided is not None:
+                return decided
+        return _run(task, lease, attempt)
+    except (KeyboardInterrupt, RunnerInterrupted):
+        interruptible_now(None)
+        logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
+        _put_back(lease, attempt, previous)
+        return StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN, attempt=attempt.number, log_path=attempt.log)
+    except (LeaseLost, RunnerTerminated):
+        raise
+    except BaseException as exc:
+        logger.error("step %s: the runner itself failed: %s", task.name, exc)
+        try:
+            if lease.still_held():
+                write_status(task.output_path, FAILED)
+        except Exception as inner:
+            logger.error("step %s: could not record FAILED (%s); its lease will go stale", task.name, inner)
+        if isinstance(exc, Exception):
+            return StepOutcome(Outcome.FAILED, error=f"runner error: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
+    out = task.output_path
+    config = bind_output(task.config, staging_template(out), attempt.staging)
+    started, t0 = utc_now(), time.monotonic()
+    error = None
+    with _log_sink(task, attempt.log, lease), step_resources(task.info.get("resources")):
+        logger.info(
+            "step %s: attempt %d%s, output %s%s",
+            task.name,
+            attempt.number,
+            " (took over a stale lease)" if lease.took_over else "",
+            out,
+            f", resuming from the files of attempt {attempt.adopted}" if attempt.adopted else "",
+        )
+        run = task.fn
+        if task.gang is not None:
+            from marin.execution.gang import run_gang
+
+            run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt.number:03d}")
+        for tries_left in range(task.retries, -1, -1):
+            try:
+                run(config)
+                error = None
+                break
+            except (Exception, SystemExit) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                print(traceback.format_exc(), flush=True)
+                if tries_left:
+                    logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
+        if error is None:
+            logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
+        interruptible_now(None)
+        lease.thread_id = None  # from here on a lost lease is noticed by the publication's own check
+    ended, duration = utc_now(), time.monotonic() - t0
+    if error is None:
+        try:
+            _publish(lease, attempt, SUCCESS, outputs=True)
+        except _PreparationFailed as exc:
+            error = f"writing the manifest failed: {exc}"
+            _append_log(attempt.log, traceback.format_exc())
+    if error is not None:
+        _publish(lease, attempt, FAILED)
+        return StepOutcome(Outcome.FAILED, started, ended, duration, error, attempt.number, attempt.log)
+    discard_attempts(out)
+    return StepOutcome(Outcome.SUCCESS, started, ended, duration, None, attempt.number, attempt.log)
+
+
+def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome | None:
+    """Before the step runs, under its lease: REUSED when a source's output verified and was published here
+    (marin.execution.reuse); FAILED when an input published by reference changed; None: run the step."""
+    from marin.execution.reuse import ReferenceChanged, check_reference, reuse_output
+
+    log_path = f"{logs_dir(task.output_path)}/{attempt.number:03d}.reuse.log"
+    started, t0 = utc_now(), time.monotonic()
+    reused = None
+    with _log_sink(task, log_path, lease):
+        try:
+            for folder, manifest in task.references:
+                check_reference(folder, manifest)
+            if task.reuse is not None:
+                reused = reuse_output(task.reuse, task.info, attempt.staging)
+        except ReferenceChanged as exc:
+            logger.error("step %s: %s; refusing to run on it", task.name, exc)
+            _publish(lease, attempt, FAILED)
+            return StepOutcome(
+                Outcome.FAILED, started, utc_now(), time.monotonic() - t0, str(exc), attempt.number, log_path
+            )
+    if reused is None:
+        return None
+    _publish(
+        lease,
+        attempt,
+        SUCCESS,
+        info={**task.info, "reused_from": reused.origin},
+        outputs=True,
+        manifest=reused.manifest,
+    )
+    discard_attempts(task.output_path)
+    return StepOutcome(
+        Outcome.REUSED,
+        started,
+        utc_now(),
+        time.monotonic() - t0,
+        None,
+        attempt.number,
+        log_path,
+        {"reused_from": reused.origin},
+    )
+
+
+class _PreparationFailed(RuntimeError):
+    """Staging the manifest or listing the publication failed (nothing was published)."""
+
+
+def _publish(
+    lease: Lease,
+    attempt: Attempt,
+    state: State,
+    info: dict | None = None,
+    outputs: bool = False,
+    manifest: dict | None = None,
+) -> None:
+    """Publishes `state`, in the one order readers rely on: [info,] [outputs, manifest,] status.
+
+    `outputs` (SUCCESS only) publishes the step's files with their manifest (`manifest`, when given, is
+    one already verified: a reused output's). Everything is staged in the attempt's folder first (SUCCESS: the manifest of exactly the staged
+    files); then, after one last lease check, the runner only moves files out of that folder. A runner
+    paused right after the check finds, when it resumes, its folder taken by the new owner: every move
+    then fails (Fenced), so nothing of it reaches the final folder. The lease is released by the
+    caller's `with` once this returns.
+    """
+    staging, out = attempt.staging, attempt.output_path
+    names = [INFO_FILE] if info is not None else []
+    publication = None
+    if info is not None:
+        stage_commit_file(staging, INFO_FILE, dump_json(info))
+    if outputs:
+        try:
+            listed = manifest if manifest is not None else compute_manifest(staging)
+            stage_commit_file(staging, MANIFEST_FILE, dump_json(listed))
+            stage_commit_file(staging, STATUS_FILE, state.encode())
+            publication = prepare_publication(staging, out)
+        except Exception as exc:
+            raise _PreparationFailed(f"{type(exc).__name__}: {exc}") from exc
+        names.append(MANIFEST_FILE)
+    else:
+        stage_commit_file(staging, STATUS_FILE, state.encode())
+    lease.check()
+    try:
+        if publication is not None:
+            publish(publication)
+        for name in names:
+            publish_commit_file(staging, out, name)
+        if publication is not None:
+            sync_folder(out)
+        publish_commit_file(staging, out, STATUS_FILE)
+    except Fenced as exc:
+        logger.error("%s", exc)
+        lease.lost.set()
+        raise LeaseLost() from exc
+
+
+def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:
+    """After an interrupt: puts back the status the step had before this attempt (none: no status file).
+
+    The staging folder stays: the next attempt resumes from (a copy of) it. Nothing was published, so
+    an earlier SUCCESS still vouches for the files in the final folder.
+    """
+    out = attempt.output_path
+    try:
+        if previous not in (None, RUNNING):
+            _publish(lease, attempt, previous)
+        else:
+            current = read_with_version(status_path(out))
+            if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
+                delete_if_unchanged(status_path(out), current.version)
+    except (LeaseLost, Exception) as exc:
+        logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
 
 
 @contextlib.contextmanager
@@ -213,206 +422,6 @@ def _log_sink(task: StepTask, log_path: str, lease: Lease):
                 mirror()
             finally:
                 os.unlink(local)
-
-
-def _run_with_lease(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
-    """Runs the step; any failure of the bookkeeping itself still ends in FAILED and a released lease.
-
-    SIGTERM (in a process's main thread, i.e. a Ray task) is not a failure: the lease is released and
-    the step stays unfinished for the next runner; then the process exits as it was asked to.
-    """
-    with sigterm_stops_the_runner() as previous_handler:
-        try:
-            return _run_with_lease_guarded(task, lease, previous)
-        except RunnerTerminated:
-            logger.error("step %s: the runner got SIGTERM; releasing the lease, the step stays unfinished", task.name)
-            lease.release()
-    if callable(previous_handler):
-        previous_handler(signal.SIGTERM, None)
-    raise SystemExit(128 + signal.SIGTERM)
-
-
-def _run_with_lease_guarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
-    try:
-        return _run_with_lease_unguarded(task, lease, previous)
-    except (LeaseLost, RunnerTerminated, KeyboardInterrupt, RunnerInterrupted):
-        lease.release()
-        raise
-    except BaseException as exc:
-        logger.error("step %s: the runner itself failed: %s", task.name, exc)
-        try:
-            if lease.still_held():
-                write_status(task.output_path, FAILED)
-        except Exception as inner:
-            logger.error("step %s: could not record FAILED (%s); its lease will go stale", task.name, inner)
-        lease.release()
-        if isinstance(exc, Exception):
-            return StepOutcome("FAILED", error=f"runner error: {type(exc).__name__}: {exc}")
-        raise
-
-
-def _run_with_lease_unguarded(task: StepTask, lease: Lease, previous: str | None) -> StepOutcome:
-    """`previous`: the step's status when this runner took the lease (put back if it is interrupted)."""
-    out = task.output_path
-    attempt = claim_attempt(out)
-    log_path = f"{logs_dir(out)}/{attempt:03d}.log"
-    staging = staging_path(out, f"{attempt:03d}-{lease.owner[:8]}")
-    try:
-        return _run_attempt(task, lease, attempt, log_path, staging)
-    except (KeyboardInterrupt, RunnerInterrupted):
-        interruptible_now(None)
-        logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
-        _leave_unfinished(lease, staging, out, previous)
-        return StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN, attempt=attempt, log_path=log_path)
-
-
-def _leave_unfinished(lease: Lease, staging: str, out: str, previous: str | None) -> None:
-    """Puts back the status the step had before this attempt (none: no status file) and releases the lease.
-
-    The staging folder stays: the next attempt resumes from it. Nothing was published, so an earlier
-    SUCCESS still vouches for the files in the final folder.
-    """
-    try:
-        if previous not in (None, RUNNING):
-            stage_commit_file(staging, STATUS_FILE, previous.encode())
-            _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
-        else:
-            current = read_with_version(status_path(out))
-            if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
-                delete_if_unchanged(status_path(out), current.version)
-    except (LeaseLost, Exception) as exc:
-        logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
-    lease.release()
-
-
-def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, staging: str) -> StepOutcome:
-    out = task.output_path
-    keep_alive(lease)
-    adopted = take_over_staging(out, staging, fresh=task.rerun_succeeded)
-    stage_commit_file(staging, INFO_FILE, dump_json(task.info))
-    stage_commit_file(staging, STATUS_FILE, RUNNING.encode())
-    _publish_under_lease(lease, staging, out, None, [INFO_FILE, STATUS_FILE])
-    if task.reuse is not None or task.references:
-        decided = _reuse_or_check(task, lease, attempt, staging)
-        if decided is not None:
-            return decided
-    config = bind_output(task.config, staging_template(out), staging)
-    started, t0 = utc_now(), time.monotonic()
-    error = None
-    try:
-        with _log_sink(task, log_path, lease), step_resources(task.info.get("resources")):
-            logger.info(
-                "step %s: attempt %d%s, output %s%s",
-                task.name,
-                attempt,
-                " (took over a stale lease)" if lease.took_over else "",
-                out,
-                f", resuming from the files of attempt {adopted}" if adopted else "",
-            )
-            run = task.fn
-            if task.gang is not None:
-                from marin.execution.gang import run_gang
-
-                run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt:03d}")
-            for tries_left in range(task.retries, -1, -1):
-                try:
-                    run(config)
-                    error = None
-                    break
-                except (Exception, SystemExit) as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                    print(traceback.format_exc(), flush=True)
-                    if tries_left:
-                        logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
-            if error is None:
-                logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
-            interruptible_now(None)
-            lease.thread_id = None
-    except LeaseLost:
-        lease.release()
-        raise
-    ended = utc_now()
-    duration = time.monotonic() - t0
-    if error is not None:
-        stage_commit_file(staging, STATUS_FILE, FAILED.encode())
-        _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
-        lease.release()
-        return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    try:
-        stage_commit_file(staging, MANIFEST_FILE, dump_json(compute_manifest(staging)))
-        stage_commit_file(staging, STATUS_FILE, SUCCESS.encode())
-        publication = prepare_publication(staging, out)
-    except Exception as exc:
-        error = f"writing the manifest failed: {type(exc).__name__}: {exc}"
-        _append_log(log_path, traceback.format_exc())
-        stage_commit_file(staging, STATUS_FILE, FAILED.encode())
-        _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
-        lease.release()
-        return StepOutcome("FAILED", started, ended, duration, error, attempt, log_path)
-    _publish_under_lease(lease, staging, out, publication, [MANIFEST_FILE, STATUS_FILE])
-    lease.release()
-    discard_attempts(out)
-    return StepOutcome("SUCCESS", started, ended, duration, None, attempt, log_path)
-
-
-def _reuse_or_check(task: StepTask, lease: Lease, attempt: int, staging: str) -> StepOutcome | None:
-    """Before the step runs, under its lease: REUSED when a source's output verified and was published here
-    (marin.execution.reuse); FAILED when an input published by reference changed; None: run the step."""
-    from marin.execution.reuse import ReferenceChanged, check_reference, reuse_output
-
-    out = task.output_path
-    log_path = f"{logs_dir(out)}/{attempt:03d}.reuse.log"
-    started, t0 = utc_now(), time.monotonic()
-    reused = None
-    with _log_sink(task, log_path, lease):
-        try:
-            for folder, manifest in task.references:
-                check_reference(folder, manifest)
-            if task.reuse is not None:
-                reused = reuse_output(task.reuse, task.info, staging)
-        except ReferenceChanged as exc:
-            logger.error("step %s: %s; refusing to run on it", task.name, exc)
-            stage_commit_file(staging, STATUS_FILE, FAILED.encode())
-            _publish_under_lease(lease, staging, out, None, [STATUS_FILE])
-            lease.release()
-            return StepOutcome("FAILED", started, utc_now(), time.monotonic() - t0, str(exc), attempt, log_path)
-    if reused is None:
-        return None
-    stage_commit_file(staging, INFO_FILE, dump_json({**task.info, "reused_from": reused.origin}))
-    stage_commit_file(staging, MANIFEST_FILE, dump_json(reused.manifest))
-    stage_commit_file(staging, STATUS_FILE, SUCCESS.encode())
-    publication = prepare_publication(staging, out)
-    _publish_under_lease(lease, staging, out, publication, [INFO_FILE, MANIFEST_FILE, STATUS_FILE])
-    lease.release()
-    discard_attempts(out)
-    return StepOutcome(
-        "REUSED", started, utc_now(), time.monotonic() - t0, None, attempt, log_path, {"reused_from": reused.origin}
-    )
-
-
-def _publish_under_lease(
-    lease: Lease, staging: str, out: str, publication: Publication | None, commit_files: list[str]
-) -> None:
-    """After one last lease check, only moves out of the staging folder: outputs, then executor files.
-
-    A runner paused right after the check finds, when it resumes, its staging folder taken by the new
-    owner: every move then fails (Fenced), so nothing of it reaches `out`.
-    """
-    if not lease.still_held():
-        lease.release()
-        raise LeaseLost()
-    try:
-        if publication is not None:
-            publish(publication)
-        for name in commit_files:
-            if name == STATUS_FILE and publication is not None:
-                sync_folder(out)
-            publish_commit_file(staging, out, name)
-    except Fenced as exc:
-        logger.error("%s", exc)
-        lease.lost.set()
-        lease.release()
-        raise LeaseLost() from exc
 
 
 def _append_log(log_path: str, text: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import os
 import re
 from typing import Any, ClassVar
@@ -55,11 +56,25 @@ LEASE_TIMEOUT_S = 60.0
 
 
 def lease_heartbeat_s() -> float:
-    return float(os.environ.get("MARIN_LEASE_HEARTBEAT_S", LEASE_HEARTBEAT_S))
+    return _seconds("MARIN_LEASE_HEARTBEAT_S", LEASE_HEARTBEAT_S)
 
 
 def lease_timeout_s() -> float:
-    return float(os.environ.get("MARIN_LEASE_TIMEOUT_S", LEASE_TIMEOUT_S))
+    return _seconds("MARIN_LEASE_TIMEOUT_S", LEASE_TIMEOUT_S)
+
+
+def _seconds(variable: str, default: float) -> float:
+    """A lease setting from the environment; ValueError naming the variable unless finite and > 0."""
+    raw = os.environ.get(variable)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{variable}={raw!r}: must be a finite number of seconds > 0")
+    return value
 
 
 class State(enum.StrEnum):

@@ -8,10 +8,11 @@ never writes its final folder. Its attempt gets a private folder,
     <out>/.executor_attempt.<NNN>-<owner8>/.executor_status etc. executor files waiting to be published
 
 and every write into `<out>` itself is a *move* out of that folder: a rename locally, a server-side
-copy on GCS and S3. A runner taking a step over first moves the previous attempt's folder into its own
-(to resume from its shards and checkpoints) or deletes it; from then on every move the old runner
-still tries fails because its source is gone, and anything it writes lands in a folder nobody
-publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
+copy on GCS and S3. A runner taking a step over first copies the previous attempt's files into its
+own folder (to resume from its shards and checkpoints; a copy, so that no file the old runner still
+holds open is ever published) and deletes that folder, or just deletes it; from then on every move the
+old runner still tries fails because its source is gone, and anything it writes lands in a folder
+nobody publishes. The executor files a runner publishes (`.executor_info`, the status, the manifest) are
 written into its folder *before* its last lease check, so after that check it only moves. (One folder
 per attempt, no sub-folders of its own: creating and removing folders is what costs most locally.)
 
@@ -55,27 +56,44 @@ def _is_output(name: str) -> bool:
 
 
 def adopt(previous: str, target: str) -> None:
-    """Moves the files of an earlier attempt's staging folder into `target` (so a new attempt resumes).
+    """Copies the files of an earlier attempt's staging folder into `target`, then deletes that folder.
 
-    Locally one rename of the whole folder; on a bucket a server-side copy of each object, then the
-    deletion of the old folder (an object the old runner writes meanwhile is left behind, never published).
+    A copy, never a rename: the earlier runner may be paused, not dead, with files of its folder open.
+    Renamed, those very inodes would be published and its next `write()` would change an output marked
+    SUCCESS; copied, its writes land in inodes nobody publishes (and that are gone with its folder).
+    Locally the copy is made by the kernel (`shutil.copy2`); on a bucket a server-side copy per object.
     """
     if is_local(previous):
         src, dst = strip_protocol(previous), strip_protocol(target)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.rmtree(dst, ignore_errors=True)
-        os.rename(src, dst)
-        shutil.rmtree(os.path.join(dst, TRASH), ignore_errors=True)
-        for name in os.listdir(dst):
-            if name.startswith(EXECUTOR_FILE_PREFIX) and os.path.isfile(os.path.join(dst, name)):
-                os.unlink(os.path.join(dst, name))
-        return
-    store = backend_for(previous)
-    names = [
-        rel for rel, _ in store.list_files(previous) if not (rel.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
-    ]
-    _parallel(lambda rel: store.copy(join(previous, rel), join(target, rel)), names)
+        shutil.copytree(
+            src, dst, symlinks=True, ignore=_not_adopted, ignore_dangling_symlinks=True, copy_function=_copy_if_there
+        )
+    else:
+        store = backend_for(previous)
+        names = [rel for rel, _ in store.list_files(previous) if not _not_resumed(rel)]
+        _parallel(lambda rel: store.copy(join(previous, rel), join(target, rel)), names)
     discard(previous)
+
+
+def _not_resumed(rel: str) -> bool:
+    """The staged executor files and the trash of an attempt are its own, never resumed from."""
+    top = rel.split("/", 1)[0]
+    return top == TRASH or (top.startswith(EXECUTOR_FILE_PREFIX) and "/" not in rel)
+
+
+def _not_adopted(folder: str, names: list[str]) -> set[str]:
+    if os.path.basename(folder).startswith(ATTEMPT):
+        return {n for n in names if _not_resumed(n) and (n == TRASH or not os.path.isdir(os.path.join(folder, n)))}
+    return set()
+
+
+def _copy_if_there(src: str, dst: str) -> None:
+    """A file the earlier runner removed while it was being copied is simply not resumed from."""
+    try:
+        shutil.copy2(src, dst)
+    except FileNotFoundError:
+        pass
 
 
 def discard(staging: str) -> None:
