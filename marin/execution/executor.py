@@ -25,11 +25,10 @@ from dataclasses import dataclass
 
 import orjson
 
-from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
-from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
+from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.records import (
     dump_json,
     experiment_hash,
@@ -394,7 +393,7 @@ class Executor:
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan, own_output=staging_template(p.output_path)),
+            config=attempt_config(p, plan),
             info={**step_record(p, plan), "run": run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,

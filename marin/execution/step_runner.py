@@ -29,7 +29,6 @@ from marin.execution.attempts import (
     claim_attempt,
     discard_attempts,
     finish_cleanups,
-    staging_template,
     take_over_staging,
 )
 from marin.execution.capture import capture_process, capture_thread
@@ -287,7 +286,7 @@ def _run_attempt(task: StepTask, lease: Lease, attempt: int, log_path: str, stag
     stage_commit_file(staging, INFO_FILE, dump_json(task.info))
     stage_commit_file(staging, STATUS_FILE, RUNNING.encode())
     _publish_under_lease(lease, staging, out, None, [INFO_FILE, STATUS_FILE])
-    config = bind_output(task.config, staging_template(out), staging)
+    config = bind_output(task.config, staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
     try:
