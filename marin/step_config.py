@@ -164,6 +164,11 @@ def annotation(f: dataclasses.Field) -> Any:
     return _ANNOTATIONS.get(f, Any)
 
 
+def annotations(cls: type) -> dict[str, Any]:
+    """The resolved annotation of each field of the dataclass `cls` (Any where it cannot be resolved)."""
+    return {f.name: _ANNOTATIONS[f] for _, f in _fields(cls)}
+
+
 def items(value: Any) -> list[tuple[str, dataclasses.Field | None, Any]] | None:
     """The parts of a container as (path suffix, field, item): `[i]` of a list or tuple, `.key` of a dict,
     `.name` of a dataclass field (with the field). None for a leaf; a marker is one.

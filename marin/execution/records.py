@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 import getpass
 import hashlib
 import inspect
@@ -23,10 +22,9 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import PurePath
-from typing import Any
 
 from marin.execution.canonical import canonical_json
+from marin.execution.config_values import encode
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.references import GIT_STATE_FILE, code_fingerprint, project_imports, project_root, reference_of
 from marin.storage.layout import RECORD_FORMAT
@@ -34,30 +32,6 @@ from marin.storage.layout import RECORD_FORMAT
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def config_to_json(value: Any, path: str = "", types: dict[str, str] | None = None) -> Any:
-    """A JSON form of an instantiated config; nested dataclass types are noted in `types` by path."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-    if isinstance(value, enum.Enum):
-        return config_to_json(value.value, path, types)
-    if isinstance(value, PurePath):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if types is not None and path:
-            types[path] = reference_of(type(value))
-        return {
-            f.name: config_to_json(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, types)
-            for f in dataclasses.fields(value)
-        }
-    if isinstance(value, list | tuple):
-        return [config_to_json(v, f"{path}[{i}]", types) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return {str(k): config_to_json(v, f"{path}.{k}", types) for k, v in value.items()}
-    return {"__unserializable__": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)[:200]}
 
 
 def resources_to_json(planned: PlannedStep) -> dict:
@@ -74,7 +48,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         return cached
     config = instantiate_config(planned, plan)
     types: dict[str, str] = {}
-    config_json = config_to_json(config, "", types)
+    config_json = encode(config, types_out=types)
     record = plan.step_records[planned] = {
         "name": planned.name,
         "hash": planned.hash,
