@@ -194,8 +194,28 @@ def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
             )
 
 
+def _path_problem(text: str, absolute_ok: bool) -> str | None:
+    """Why `text` cannot name a folder under the prefix, or None."""
+    bad = [c for c in text if ord(c) < 32 or ord(c) == 127 or c == "\\"]
+    if bad:
+        return f"holds the character {bad[0]!r}"
+    body = text.split("://", 1)[1] if absolute_ok and protocol_of(text) else text
+    body = body.rstrip("/") if absolute_ok else body
+    if absolute_ok and body.startswith("/"):
+        body = body[1:]
+    segments = body.split("/")
+    if any(seg in ("", ".", "..") for seg in segments):
+        return "has an empty, '.' or '..' part (it must stay inside its folder)"
+    return None
+
+
 def _resolve_output(prefix: str, step: ExecutorStep, digest: str) -> tuple[str, str]:
+    problem = _path_problem(step.name, absolute_ok=False)
+    if problem:
+        raise PlanError(f"step {step.name!r}: the name {problem}")
     override = step.override_output_path
+    if override is not None and (problem := _path_problem(override, absolute_ok=True)):
+        raise PlanError(f"step {step.name!r}: override_output_path {override!r} {problem}")
     if override is None:
         rel = f"{step.name}-{digest}"
         return join(prefix, rel), rel
