@@ -221,8 +221,11 @@ def _walk(value: Any, visit: Visit, path: str, field: dataclasses.Field | None, 
     if not visit(path, field, value, rule) or cls in _PLAIN:
         return
     fields = _FIELDS.get(cls)
-    if fields is None and dataclasses.is_dataclass(value) and not isinstance(value, type | Placeholder):
-        fields = _fields(cls)
+    if fields is None:
+        if isinstance(value, Placeholder):
+            return
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = _fields(cls)
     if fields is not None:
         prefix = path + "." if path else ""
         for _, f in fields:

@@ -30,12 +30,11 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from marin.execution.authoring import ExecutorStep, InputName, VersionedValue, resolve_markers
+from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue, resolve_markers
 from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
 from marin.step_config import (
     VERSIONED,
     StepConfig,
-    compound,
     declares,
     holds_placeholders,
     type_errors,
@@ -138,9 +137,12 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
         if cls is InputName:
             inputs.append((path, value))
             return False
+        if cls is OutputName:
+            return False
         if cls is VersionedValue or (rule == VERSIONED and path and not holds_placeholders(value)):
             inner = value.value if cls is VersionedValue else value
-            _refuse(step, type_errors(inner, path) if compound(inner) else None)
+            if type(inner) not in _SCALARS:
+                _refuse(step, type_errors(inner, path))
             try:
                 versioned[path] = to_canonical(inner, path)
             except UnversionableValueError as exc:
@@ -148,7 +150,7 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
             return False
         if cls is ExecutorStep:
             raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
-        if dataclasses.is_dataclass(value):
+        if cls is not list and cls is not tuple and cls is not dict and dataclasses.is_dataclass(value):
             _refuse(step, type_errors(value, path, deep=False))
             if plain:
                 _warn_unversioned(step, value, path)
@@ -156,6 +158,9 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
 
     walk(config, visit)
     return versioned, inputs
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _refuse(step: ExecutorStep, errors: list[str] | None) -> None:
@@ -194,11 +199,14 @@ def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
             )
 
 
+_BAD_CHARACTER = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
 def _path_problem(text: str, absolute_ok: bool) -> str | None:
     """Why `text` cannot name a folder under the prefix, or None."""
-    bad = [c for c in text if ord(c) < 32 or ord(c) == 127 or c == "\\"]
+    bad = _BAD_CHARACTER.search(text)
     if bad:
-        return f"holds the character {bad[0]!r}"
+        return f"holds the character {bad.group()!r}"
     body = text.split("://", 1)[1] if absolute_ok and protocol_of(text) else text
     body = body.rstrip("/") if absolute_ok else body
     if absolute_ok and body.startswith("/"):
