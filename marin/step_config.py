@@ -378,6 +378,30 @@ def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     return found
 
 
+def checked(fn: Callable) -> Callable:
+    """`fn` refusing, before it runs, an argument that does not fit its annotation: a TypeError naming the
+    function and the argument (for experiment helpers that compute with their arguments before any config
+    checks them)."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        hints = typing.get_type_hints(fn)
+        for name, value in signature.bind(*args, **kwargs).arguments.items():
+            kind = signature.parameters[name].kind
+            problem = (
+                None if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD) else type_error(value, hints.get(name, Any))
+            )
+            if problem:
+                raise TypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
+        return fn(*args, **kwargs)
+
+    return call
+
+
 class StepConfig:
     """Base of the step library's configs: fields declared as above, and `validate()` on plain values.
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import pytest
 
 from experiments.defaults import default_tokenizer
+from experiments.defaults_training import ladder_model, scaling_ladder
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path, versioned
 from marin.execution.explain import explain_step, new_hash_reasons
 from marin.execution.planning import PlanError
@@ -108,6 +109,10 @@ def test_helpers_and_step_configs_refuse_wrong_types_when_built():
         default_tokenizer("t", "/data/docs", vocab_size="1024")
     with pytest.raises(TypeError, match=r"^OptimizerConfig.learning_rate: expected float, got str '3e-3'$"):
         OptimizerConfig(learning_rate="3e-3")
+    with pytest.raises(TypeError, match=r"^ladder_model\(\) argument width: expected int, got str '64'$"):
+        ladder_model("64")
+    with pytest.raises(TypeError, match=r"^scaling_ladder\(\) argument sizes\[1\]: expected int \| "):
+        scaling_ladder("l", "/data/tokenized", sizes=[32, "48", 64], vocab_size=1024)
 
 
 @pytest.mark.parametrize(
