@@ -22,6 +22,7 @@ from typing import Any
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
+from marin.step_config import checked
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
 
@@ -122,6 +123,7 @@ TUTORIAL_LADDER = {"sizes": [32, 48, 64, 96], "tokens_per_param": 20, "seq_len":
 `benchmarks/gpu_train_check.py` trains on a GPU."""
 
 
+@checked
 def ladder_model(width: int, seq_len: int = 128) -> LlamaModelConfig:
     """The ladder's model of a given width: heads of 32, a 4x MLP, depth growing with width."""
     return LlamaModelConfig(
@@ -165,6 +167,7 @@ def ladder_rung(
     return trained, default_eval(name, trained, held_out, max_documents=max_eval_documents)
 
 
+@checked
 def scaling_ladder(
     name: str,
     tokenized: StepOrPath | dict[str, StepOrPath],

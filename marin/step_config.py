@@ -36,8 +36,11 @@ naming the step, before anything runs.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
-from collections.abc import Sequence
+import types
+import typing
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _KEY = "marin"
@@ -51,6 +54,10 @@ class Placeholder:
     """Base of the executor's markers (versioned, output_path_of, this_output_path): not a plain value yet."""
 
     __slots__ = ()
+
+    def standin(self) -> Any:
+        """A plain value of what the marker becomes, for type checks (a path marker: a str)."""
+        return ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +116,11 @@ def version_rule(f: dataclasses.Field) -> str:
     return f.metadata.get(_KEY, {}).get("version", ALWAYS)
 
 
+def declares(f: dataclasses.Field) -> bool:
+    """Whether the field is declared with one of the functions above (unversioned, input_field, ...)."""
+    return _KEY in f.metadata
+
+
 def input_spec(f: dataclasses.Field) -> InputSpec | None:
     """The field's InputSpec when it is declared with `input_field`, else None."""
     return f.metadata.get(_KEY, {}).get("input")
@@ -123,19 +135,271 @@ def field_default(f: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
+VERSIONED = "versioned"
+"""The rule of a node whose value enters the version (whole, or by its parts when it holds markers)."""
+MARKED = "marked"
+"""The rule of a node of which only the markers count: `versioned(...)` values and inputs."""
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+_FIELDS: dict[type, tuple[tuple[str, dataclasses.Field], ...]] = {}
+_ANNOTATIONS: dict[dataclasses.Field, Any] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[str, dataclasses.Field], ...]:
+    """(path suffix, field) of a dataclass's fields; also resolves their annotations (`annotation`)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        try:
+            hints = typing.get_type_hints(cls, include_extras=True)
+        except Exception:
+            hints = {}
+        found = _FIELDS[cls] = tuple((f".{f.name}", f) for f in dataclasses.fields(cls))
+        for _, f in found:
+            _ANNOTATIONS[f] = hints.get(f.name, Any)
+    return found
+
+
+def annotation(f: dataclasses.Field) -> Any:
+    """The resolved annotation of a field met by `items` or `walk` (Any when it cannot be resolved)."""
+    return _ANNOTATIONS.get(f, Any)
+
+
+def annotations(cls: type) -> dict[str, Any]:
+    """The resolved annotation of each field of the dataclass `cls` (Any where it cannot be resolved)."""
+    return {f.name: _ANNOTATIONS[f] for _, f in _fields(cls)}
+
+
+def items(value: Any) -> list[tuple[str, dataclasses.Field | None, Any]] | None:
+    """The parts of a container as (path suffix, field, item): `[i]` of a list or tuple, `.key` of a dict,
+    `.name` of a dataclass field (with the field). None for a leaf; a marker is one.
+
+    The one place that says what a config is made of and how the paths of its parts are spelled."""
+    cls = type(value)
+    if cls in _PLAIN or isinstance(value, Placeholder):
+        return None
+    if isinstance(value, list | tuple):
+        return [(f"[{i}]", None, item) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f".{key}", None, item) for key, item in value.items()]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(suffix, f, getattr(value, f.name)) for suffix, f in _fields(cls)]
+    return None
+
+
+def join_path(path: str, suffix: str) -> str:
+    """`optimizer` + `.learning_rate`, `layers` + `[0]`; a field at the top is named without a dot."""
+    return path + suffix if path or suffix[0] == "[" else suffix[1:]
+
+
+def field_rule(f: dataclasses.Field, value: Any, parent_rule: str) -> str:
+    """The rule of a dataclass field's value inside a node of `parent_rule`, as the field declares."""
+    if parent_rule == MARKED:
+        return MARKED
+    rule = version_rule(f)
+    if rule == NEVER or (value is None and input_spec(f) is not None):
+        return MARKED
+    if rule == UNLESS_DEFAULT and not holds_placeholders(value) and value == field_default(f):
+        return MARKED
+    return VERSIONED
+
+
+Visit = Callable[[str, "dataclasses.Field | None", Any, str], bool]
+
+
+def walk(config: Any, visit: Visit, path: str = "") -> None:
+    """Calls `visit(path, field, value, rule)` on `config` and, depth first, on the parts of every node whose
+    visit returned True, but for the plain values (str, number, bool, None) that do not enter the version.
+
+    The rule says how a node enters the step's version: a `StepConfig` versions each field its class does
+    not declare otherwise, and every part of a versioned value is versioned (as its own class declares);
+    any other config versions only its markers (Marin's rule)."""
+    _walk(config, visit, path, None, VERSIONED if isinstance(config, StepConfig) else MARKED)
+
+
+def _walk(value: Any, visit: Visit, path: str, field: dataclasses.Field | None, rule: str) -> None:
+    cls = type(value)
+    if not visit(path, field, value, rule) or cls in _PLAIN:
+        return
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        if isinstance(value, Placeholder):
+            return
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = _fields(cls)
+    if fields is not None:
+        prefix = path + "." if path else ""
+        for _, f in fields:
+            item = getattr(value, f.name)
+            item_rule = rule if rule == MARKED else field_rule(f, item, rule)
+            if item_rule == VERSIONED or type(item) not in _PLAIN:
+                _walk(item, visit, prefix + f.name, f, item_rule)
+    elif cls is list or cls is tuple:
+        for i, item in enumerate(value):
+            if rule == VERSIONED or type(item) not in _PLAIN:
+                _walk(item, visit, f"{path}[{i}]", None, rule)
+    else:
+        for suffix, _, item in items(value) or ():
+            if rule == VERSIONED or type(item) not in _PLAIN:
+                _walk(item, visit, path + suffix, None, rule)
+
+
 def holds_placeholders(value: Any) -> bool:
     """True when `value` (a config, or anything in one) still holds an executor marker anywhere."""
     if isinstance(value, Placeholder):
         return True
-    if value is None or isinstance(value, str | int | float | bool):
-        return False
+    return any(holds_placeholders(item) for _, _, item in items(value) or ())
+
+
+KEEP: Any = object()
+"""What a `transform` function returns for a node it leaves as it is (its parts are transformed)."""
+
+
+def transform(value: Any, fn: Callable[[str, Any], Any], path: str = "") -> Any:
+    """`value` with every node for which `fn(path, node)` returns something other than KEEP replaced by that,
+    depth first; a container is copied only when a part of it changed (a frozen dataclass by `replace`)."""
+    new = fn(path, value)
+    if new is not KEEP:
+        return new
+    parts = items(value)
+    if not parts:
+        return value
+    out = [transform(item, fn, join_path(path, suffix)) for suffix, _, item in parts]
+    if all(a is b for a, (_, _, b) in zip(out, parts, strict=True)):
+        return value
     if isinstance(value, dict):
-        return any(holds_placeholders(v) for v in value.values())
+        return dict(zip(value, out, strict=True))
     if isinstance(value, list | tuple):
-        return any(holds_placeholders(v) for v in value)
+        return type(value)(out) if type(value) in (list, tuple) else type(value)(*out)
+    changes = {f.name: new for new, (_, f, old) in zip(out, parts, strict=True) if new is not old and f.init}
+    return dataclasses.replace(value, **changes)
+
+
+_OPEN_HINTS = (typing.TypeVar, str, typing.ForwardRef)
+_NUMBER = (int, float)
+
+
+def type_error(value: Any, hint: Any) -> str | None:
+    """Why `value` does not fit the annotation `hint` (None when it does). A marker is checked as what it
+    becomes; int, float, str, bool, None, Literal, Enum and other classes, unions, and lists, tuples,
+    sequences, sets and dicts of them are understood; any other annotation accepts every value."""
+    if isinstance(value, Placeholder):
+        value = value.standin()
+    if isinstance(hint, type):
+        if hint is float or hint is int:
+            ok = isinstance(value, hint if hint is int else _NUMBER) and not isinstance(value, bool)
+        else:
+            ok = hint is object or isinstance(value, hint)
+        return None if ok else _expected(hint, value)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or isinstance(hint, _OPEN_HINTS):
+        return None
+    if origin is typing.Annotated:
+        return type_error(value, args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        errors = [type_error(value, arm) for arm in args]
+        return None if None in errors else _expected(hint, value)
+    if origin is typing.Literal:
+        return None if any(value == a and type(value) is type(a) for a in args) else _expected(hint, value)
+    cls = origin or hint
+    if not isinstance(cls, type):
+        return None
+    try:
+        if not isinstance(value, cls) or (
+            cls in (collections.abc.Sequence, collections.abc.Iterable) and isinstance(value, str)
+        ):
+            return _expected(hint, value)
+    except TypeError:
+        return None
+    if not args or not isinstance(value, collections.abc.Iterable):
+        return None
+    if isinstance(value, collections.abc.Mapping):
+        for key, item in value.items():
+            problem = (len(args) == 2 and type_error(key, args[0])) or type_error(item, args[-1])
+            if problem:
+                return f"[{key!r}]: {problem}"
+        return None
+    if cls is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(args) != len(value):
+            return f"expected {len(args)} items ({_name(hint)}), got {len(value)}"
+        element_hints = args
+    else:
+        element_hints = [args[0]] * len(value)
+    for i, (item, item_hint) in enumerate(zip(value, element_hints, strict=False)):
+        problem = type_error(item, item_hint)
+        if problem:
+            return f"[{i}]: {problem}"
+    return None
+
+
+def _name(hint: Any) -> str:
+    return (
+        hint.__qualname__ if isinstance(hint, type) and not typing.get_args(hint) else str(hint).replace("typing.", "")
+    )
+
+
+def _expected(hint: Any, value: Any) -> str:
+    return f"expected {_name(hint)}, got {type(value).__qualname__} {value!r:.60}"
+
+
+def compound(value: Any) -> bool:
+    """Whether a value (or what a marker becomes) may hold parts: not a str, number, bool or None."""
+    if isinstance(value, Placeholder):
+        value = value.standin()
+    return type(value) not in _PLAIN
+
+
+_CHECKED: dict[type, tuple[tuple[str, str, Any], ...]] = {}
+
+
+def _checked_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
+    """(name, path suffix, annotation) of the fields of a dataclass whose annotation is not Any."""
+    found = _CHECKED.get(cls)
+    if found is None:
+        found = _CHECKED[cls] = tuple(
+            (f.name, suffix, _ANNOTATIONS[f]) for suffix, f in _fields(cls) if _ANNOTATIONS[f] is not Any
+        )
+    return found
+
+
+def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
+    """`path: why` for every field of a dataclass `config` (and, with `deep`, of every dataclass in it, the
+    values of markers included) whose value does not fit its annotation."""
+    found: list[str] = []
+    value = config.standin() if isinstance(config, Placeholder) else config
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return any(holds_placeholders(getattr(value, f.name)) for f in dataclasses.fields(value))
-    return False
+        for name, suffix, hint in _checked_fields(type(value)):
+            problem = type_error(getattr(value, name), hint)
+            if problem:
+                found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
+    if deep:
+        for suffix, _, item in items(value) or ():
+            if compound(item):
+                found += type_errors(item, join_path(path, suffix))
+    return found
+
+
+def checked(fn: Callable) -> Callable:
+    """`fn` refusing, before it runs, an argument that does not fit its annotation: a TypeError naming the
+    function and the argument (for experiment helpers that compute with their arguments before any config
+    checks them)."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        hints = typing.get_type_hints(fn)
+        for name, value in signature.bind(*args, **kwargs).arguments.items():
+            kind = signature.parameters[name].kind
+            problem = (
+                None if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD) else type_error(value, hints.get(name, Any))
+            )
+            if problem:
+                raise TypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
+        return fn(*args, **kwargs)
+
+    return call
 
 
 class StepConfig:
@@ -147,6 +411,9 @@ class StepConfig:
     __slots__ = ()
 
     def __post_init__(self) -> None:
+        errors = type_errors(self, type(self).__qualname__, deep=False)
+        if errors:
+            raise TypeError("; ".join(errors))
         if not holds_placeholders(self):
             self.validate()
 

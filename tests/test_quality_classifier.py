@@ -135,7 +135,9 @@ def test_bad_configs_and_inputs_fail_naming_the_field(trained, tmp_path):
     root, config, _, _ = trained
     with pytest.raises(ValueError, match="exactly one of threshold and keep_fraction"):
         QualityFilterConfig(input_path="in", classifier="c", output_path="o", keep_fraction=0.5)
-    with pytest.raises(ValueError, match="positive_paths must be a non-empty tuple"):
+    with pytest.raises(
+        TypeError, match=r"TrainQualityClassifierConfig.positive_paths: expected tuple\[str, \.\.\.\], got str"
+    ):
         dataclasses.replace(config, positive_paths=str(root / "pos"))
     with pytest.raises(ValueError, match="validation_fraction"):
         dataclasses.replace(config, validation_fraction=1.0)

@@ -1,7 +1,7 @@
 """Attempt folders: where each attempt of a step writes, and what a new attempt does with earlier ones.
 
-An attempt writes into its own staging folder (`marin.storage.staging`). The executor instantiates
-`this_output_path()` with a placeholder (`staging_template`) that each attempt binds to its folder
+An attempt writes into its own staging folder (`marin.storage.staging`). The executor leaves
+`this_output_path()` a marker in the config it hands over, which each attempt binds to its folder
 (`bind_output`). A new attempt claims its number by creating its log, then adopts the latest earlier
 attempt's files, copied, to resume from them (or starts empty for a rerun with changed code) and
 discards the rest; once no earlier folder survives under its own name, nothing its runner still does
@@ -10,12 +10,12 @@ can reach the published output. Succeeded steps' attempt folders are removed in 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
 
+from marin.execution.authoring import resolve_markers
 from marin.storage import create_if_absent, list_dir, makedirs
 from marin.storage.layout import logs_dir
 from marin.storage.staging import adopt, attempts, discard, discard_all, staging_path
@@ -28,39 +28,9 @@ def next_attempt(output_path: str) -> int:
     return max(numbers, default=0) + 1
 
 
-def staging_template(output_path: str) -> str:
-    """The placeholder the executor instantiates `this_output_path()` with; each attempt binds its own."""
-    return staging_path(output_path, "@attempt")
-
-
-def bind_output(config: Any, template: str, staging: str) -> Any:
-    """`config` with every string under `template` re-rooted at `staging` (frozen dataclasses copied)."""
-
-    def bind(value: Any) -> Any:
-        if isinstance(value, str):
-            if value == template or value.startswith(template + "/"):
-                return staging + value[len(template) :]
-            return value
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {}
-            for f in dataclasses.fields(value):
-                if f.init:
-                    old = getattr(value, f.name)
-                    new = bind(old)
-                    if new is not old:
-                        changes[f.name] = new
-            return dataclasses.replace(value, **changes) if changes else value
-        if isinstance(value, list | tuple):
-            items = [bind(v) for v in value]
-            if all(a is b for a, b in zip(items, value, strict=True)):
-                return value
-            return type(value)(items) if type(value) in (list, tuple) else value
-        if isinstance(value, dict):
-            items = {k: bind(v) for k, v in value.items()}
-            return items if any(items[k] is not value[k] for k in value) else value
-        return value
-
-    return bind(config)
+def bind_output(config: Any, staging: str) -> Any:
+    """`config` with its `this_output_path()` markers filled with the attempt's folder `staging`."""
+    return resolve_markers(config, None, staging)
 
 
 def claim_attempt(output_path: str) -> int:

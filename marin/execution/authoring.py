@@ -16,10 +16,12 @@ function never sees these types and can be called without the executor at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from marin.step_config import Placeholder
+from marin.step_config import KEEP, Placeholder, transform
+from marin.storage.paths import join
 
 T = TypeVar("T")
 
@@ -29,6 +31,9 @@ class VersionedValue(Placeholder, Generic[T]):
     """A config value that takes part in the step's hash."""
 
     value: T
+
+    def standin(self) -> T:
+        return self.value
 
 
 def versioned(value: T) -> T:
@@ -81,6 +86,24 @@ def this_output_path(name: str | None = None) -> Any:
 
 THIS_OUTPUT_PATH: Any = OutputName(None)
 """A default for `output_path` fields: `output_path: str = THIS_OUTPUT_PATH`."""
+
+
+def resolve_markers(config: Any, input_path: Callable[[InputName], str] | None, own_output: str | None) -> Any:
+    """`config` with `versioned(x)` replaced by x, `output_path_of(step, sub)` by `input_path(marker)` joined
+    with `sub`, and `this_output_path(sub)` by `own_output` joined with `sub` (markers kept where None)."""
+
+    def resolve(path: str, value: Any) -> Any:
+        cls = type(value)
+        if cls is VersionedValue:
+            return value.value
+        if cls is InputName and input_path is not None:
+            base = input_path(value)
+            return join(base, value.name) if value.name else base
+        if cls is OutputName and own_output is not None:
+            return join(own_output, value.name) if value.name else own_output
+        return KEEP
+
+    return transform(config, resolve)
 
 
 PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")

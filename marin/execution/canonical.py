@@ -17,7 +17,7 @@ import math
 from pathlib import PurePath
 from typing import Any
 
-from marin.step_config import NEVER, UNLESS_DEFAULT, field_default, version_rule
+from marin.step_config import NEVER, UNLESS_DEFAULT, field_default, items, version_rule
 
 
 class UnversionableValueError(TypeError):
@@ -40,33 +40,26 @@ def to_canonical(value: Any, where: str) -> Any:
         return to_canonical(value.value, where)
     if isinstance(value, PurePath):
         return str(value)
+    parts = items(value)
     if isinstance(value, list | tuple):
-        return [to_canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [to_canonical(item, where + suffix) for suffix, _, item in parts]
     if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise UnversionableValueError(f"{where}: dict key {k!r} is not a str")
-            out[k] = to_canonical(v, f"{where}.{k}")
-        return out
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: to_canonical(getattr(value, f.name), f"{where}.{f.name}")
-            for f in dataclasses.fields(value)
-            if _in_version(f, value)
-        }
+        for key in value:
+            if not isinstance(key, str):
+                raise UnversionableValueError(f"{where}: dict key {key!r} is not a str")
+        return {key: to_canonical(item, where + suffix) for key, (suffix, _, item) in zip(value, parts, strict=True)}
+    if parts is not None:
+        return {f.name: to_canonical(item, where + suffix) for suffix, f, item in parts if _in_version(f, item)}
     raise UnversionableValueError(
         f"{where}: cannot version a value of type {type(value).__module__}.{type(value).__qualname__} "
         f"({value!r:.60}); use None, bool, int, float, str, list, dict, a dataclass, an Enum or a Path"
     )
 
 
-def _in_version(f: dataclasses.Field, owner: Any) -> bool:
-    """Whether a dataclass field enters the version, as its class declares (marin/step_config.py)."""
+def _in_version(f: dataclasses.Field, value: Any) -> bool:
+    """Whether a dataclass field's value enters the version, as its class declares (marin/step_config.py)."""
     rule = version_rule(f)
-    if rule == NEVER:
-        return False
-    return rule != UNLESS_DEFAULT or getattr(owner, f.name) != field_default(f)
+    return rule != NEVER and (rule != UNLESS_DEFAULT or value != field_default(f))
 
 
 def canonical_json(value: Any) -> str:

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import orjson
 
-from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import LEFT_FOR_RERUN
 from marin.execution.lease import check_settings
-from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
+from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
 from marin.execution.references import code_fingerprint, script_path
@@ -427,9 +426,7 @@ class Executor:
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(
-                p, plan, own_output=staging_template(p.output_path), paths={k: v[0] for k, v in referenced.items()}
-            ),
+            config=attempt_config(p, plan, paths={k: v[0] for k, v in referenced.items()}),
             info={**step_record(p, plan), "run": run},
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,

@@ -58,11 +58,7 @@ class EarlierOutput:
 def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
     """Field-by-field differences between two version dicts."""
     diffs: list[VersionDiff] = []
-    old_cfg, new_cfg = old.get("config", {}), new.get("config", {})
-    for key in sorted(set(old_cfg) | set(new_cfg)):
-        a, b = old_cfg.get(key, "<absent>"), new_cfg.get(key, "<absent>")
-        if a != b:
-            diffs.append(VersionDiff(f"config.{key}", a, b))
+    _leaf_diffs(old.get("config", {}), new.get("config", {}), "config", diffs)
     for group in ("dependencies", "pseudo_dependencies"):
         a_list, b_list = old.get(group, []), new.get(group, [])
         for i in range(max(len(a_list), len(b_list))):
@@ -73,6 +69,20 @@ def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
     if old.get("name") != new.get("name"):
         diffs.append(VersionDiff("name", old.get("name"), new.get("name")))
     return diffs
+
+
+def _leaf_diffs(a: object, b: object, path: str, out: list[VersionDiff]) -> None:
+    """The differing leaves of two versioned values: a nested field by its dotted path, a list item as [i]."""
+    if a == b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            _leaf_diffs(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _leaf_diffs(x, y, f"{path}[{i}]", out)
+    else:
+        out.append(VersionDiff(path, a, b))
 
 
 def _short(value: object) -> str:
@@ -216,7 +226,7 @@ def explain_step(planned: PlannedStep, prefix: str) -> str:
     )
     deps_by_identity = {d.identity: d for d in planned.dependencies + planned.pseudo_dependencies}
     for d in diffs:
-        lines.append(f"  {d.field}: {json.dumps(d.old)} -> {json.dumps(d.new)}")
+        lines.append(f"  {d.field}: {json.dumps(d.old, sort_keys=True)} -> {json.dumps(d.new, sort_keys=True)}")
         if d.field.startswith(("dependencies", "pseudo_dependencies")) and d.new in deps_by_identity:
             dep = deps_by_identity[d.new]
             lines.append(f"    upstream step {dep.name!r} has a new hash; `marin explain SCRIPT {dep.name}` says why")

@@ -24,7 +24,7 @@ from typing import Any
 
 from marin.execution.authoring import InputName, VersionedValue
 from marin.execution.planning import PlanError, PlannedStep
-from marin.step_config import InputSpec, StepConfig, input_spec
+from marin.step_config import InputSpec, StepConfig, input_spec, items
 from marin.storage import exists, join, protocol_of
 
 
@@ -52,12 +52,9 @@ def _paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
         value = value.value
     if isinstance(value, str):
         yield where, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, f"{where}.{key}")
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from _paths(item, f"{where}[{i}]")
+    elif isinstance(value, dict | list | tuple):
+        for suffix, _, item in items(value):
+            yield from _paths(item, where + suffix)
     elif value is not None and not isinstance(value, InputName):
         raise PlanError(f"input {where}: expected a path (or a step's output), got {type(value).__name__}")
 

@@ -25,22 +25,24 @@ instantiated up front cost 0.13 s of a 0.33 s plan.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue
+from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue, resolve_markers
 from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
 from marin.step_config import (
-    NEVER,
-    UNLESS_DEFAULT,
+    VERSIONED,
     StepConfig,
-    field_default,
+    declares,
     holds_placeholders,
-    input_spec,
-    version_rule,
+    type_errors,
+    walk,
 )
 from marin.storage.paths import join, protocol_of
+
+logger = logging.getLogger(__name__)
 
 
 class PlanError(ValueError):
@@ -119,90 +121,8 @@ class Plan:
         return [p for p in self.steps if p in wanted]
 
 
-_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELDS_CACHE.get(cls)
-    if names is None:
-        names = _FIELDS_CACHE[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-_LEAVES = frozenset((str, int, float, bool, type(None), OutputName))
-
-
-def _walk(value: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
-    cls = type(value)
-    if cls is VersionedValue:
-        try:
-            versioned[path] = to_canonical(value.value, path)
-        except UnversionableValueError as exc:
-            raise PlanError(f"step {step_name!r}: versioned field {exc}") from None
-    elif cls is InputName:
-        inputs.append((path, value))
-    elif cls in _LEAVES:
-        return
-    elif cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            if type(item) not in _LEAVES:
-                _walk(item, f"{path}[{i}]", step_name, versioned, inputs)
-    elif cls is dict:
-        for key, item in value.items():
-            if type(item) not in _LEAVES:
-                _walk(item, f"{path}.{key}" if path else str(key), step_name, versioned, inputs)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if cls is ExecutorStep:
-            raise PlanError(f"step {step_name!r}: field {path!r} holds a step; use output_path_of(step)")
-        for name in _field_names(cls):
-            item = getattr(value, name)
-            if type(item) not in _LEAVES:
-                _walk(item, f"{path}.{name}" if path else name, step_name, versioned, inputs)
-
-
-def _walk_declared(config: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
-    """A StepConfig's fields: each in the version unless declared otherwise (marin/step_config.py)."""
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        sub = f"{path}.{f.name}" if path else f.name
-        rule = version_rule(f)
-        if rule == NEVER or (value is None and input_spec(f) is not None):
-            if type(value) not in _LEAVES:
-                _walk(value, sub, step_name, versioned, inputs)
-            continue
-        if rule == UNLESS_DEFAULT and not holds_placeholders(value) and value == field_default(f):
-            continue
-        _version_value(value, sub, step_name, versioned, inputs)
-
-
-def _version_value(value: Any, path: str, step_name: str, versioned: dict, inputs: list) -> None:
-    """A versioned field's value: whole when it holds no marker; else its markers and plain parts by path."""
-    cls = type(value)
-    if cls is InputName:
-        inputs.append((path, value))
-    elif cls is VersionedValue or not holds_placeholders(value):
-        try:
-            versioned[path] = to_canonical(value.value if cls is VersionedValue else value, path)
-        except UnversionableValueError as exc:
-            raise PlanError(f"step {step_name!r}: versioned field {exc}") from None
-    elif cls is OutputName:
-        return
-    elif isinstance(value, StepConfig):
-        _walk_declared(value, path, step_name, versioned, inputs)
-    elif cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            _version_value(item, f"{path}[{i}]", step_name, versioned, inputs)
-    elif cls is dict:
-        for key, item in value.items():
-            _version_value(item, f"{path}.{key}", step_name, versioned, inputs)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for name in _field_names(cls):
-            _version_value(getattr(value, name), f"{path}.{name}", step_name, versioned, inputs)
-    else:
-        _walk(value, path, step_name, versioned, inputs)
-
-
 def _scan(step: ExecutorStep) -> tuple[dict, list]:
+    """The step's versioned values by field path, and its inputs as (field path, InputName) in the order met."""
     config = step.config
     versioned: dict = {}
     inputs: list = []
@@ -210,15 +130,100 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
         return versioned, inputs
     if not dataclasses.is_dataclass(config) or isinstance(config, type):
         raise PlanError(f"step {step.name!r}: config must be a dataclass instance or None, got {type(config).__name__}")
-    if isinstance(config, StepConfig):
-        _walk_declared(config, "", step.name, versioned, inputs)
-    else:
-        _walk(config, "", step.name, versioned, inputs)
+    plain = not isinstance(config, StepConfig)
+
+    def visit(path: str, field: dataclasses.Field | None, value: Any, rule: str) -> bool:
+        cls = type(value)
+        if cls is InputName:
+            inputs.append((path, value))
+            return False
+        if cls is OutputName:
+            return False
+        if cls is VersionedValue or (rule == VERSIONED and path and not holds_placeholders(value)):
+            inner = value.value if cls is VersionedValue else value
+            if type(inner) not in _SCALARS:
+                _refuse(step, type_errors(inner, path))
+            try:
+                versioned[path] = to_canonical(inner, path)
+            except UnversionableValueError as exc:
+                raise PlanError(f"step {step.name!r}: versioned field {exc}") from None
+            return False
+        if cls is ExecutorStep:
+            raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
+        if cls is not list and cls is not tuple and cls is not dict and dataclasses.is_dataclass(value):
+            _refuse(step, type_errors(value, path, deep=False))
+            if plain:
+                _warn_unversioned(step, value, path)
+        return True
+
+    walk(config, visit)
     return versioned, inputs
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _refuse(step: ExecutorStep, errors: list[str] | None) -> None:
+    if errors:
+        raise PlanError(f"step {step.name!r}: config field " + "; ".join(errors))
+
+
+_SETTING_NAME = re.compile(
+    r"(^|_)(seed|lr|learning_rate|rate|steps|epochs|iterations|batch_size|vocab_size|size|dim|layers|heads|"
+    r"dropout|temperature|weight_decay|warmup|fraction|ratio|threshold|alpha|beta\d?|eps|epsilon|top_[kp]|n|k|"
+    r"num_\w+|min_\w+|max_\w+)($|_)"
+)
+_SETTINGS: dict[type, tuple[str, ...]] = {}
+_warned: set[tuple[type, str]] = set()
+
+
+def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
+    """A plain dataclass versions only `versioned(...)` fields, so a seed left unwrapped silently reuses an
+    output made with another seed: fields named like settings that hold a plain value are warned about, once
+    per class and field, unless declared `unversioned(...)` (docs/executor.md)."""
+    cls = type(config)
+    names = _SETTINGS.get(cls)
+    if names is None:
+        fields = dataclasses.fields(cls)
+        names = _SETTINGS[cls] = tuple(f.name for f in fields if not declares(f) and _SETTING_NAME.search(f.name))
+    for name in names:
+        value = getattr(config, name)
+        if type(value) in (int, float, bool, str) and (cls, name) not in _warned:
+            _warned.add((cls, name))
+            logger.warning(
+                "step %r: config field %s is not versioned (a plain dataclass versions only versioned(...) "
+                "fields): changing it reuses the existing output; wrap it in versioned(...), or declare it "
+                "unversioned(...) (marin.step_config) when it cannot change the output",
+                step.name,
+                f"{path}.{name}" if path else name,
+            )
+
+
+_BAD_CHARACTER = re.compile(r"[\x00-\x1f\x7f\\]")
+
+
+def _path_problem(text: str, absolute_ok: bool) -> str | None:
+    """Why `text` cannot name a folder under the prefix, or None."""
+    bad = _BAD_CHARACTER.search(text)
+    if bad:
+        return f"holds the character {bad.group()!r}"
+    body = text.split("://", 1)[1] if absolute_ok and protocol_of(text) else text
+    body = body.rstrip("/") if absolute_ok else body
+    if absolute_ok and body.startswith("/"):
+        body = body[1:]
+    segments = body.split("/")
+    if any(seg in ("", ".", "..") for seg in segments):
+        return "has an empty, '.' or '..' part (it must stay inside its folder)"
+    return None
+
+
 def _resolve_output(prefix: str, step: ExecutorStep, digest: str) -> tuple[str, str]:
+    problem = _path_problem(step.name, absolute_ok=False)
+    if problem:
+        raise PlanError(f"step {step.name!r}: the name {problem}")
     override = step.override_output_path
+    if override is not None and (problem := _path_problem(override, absolute_ok=True)):
+        raise PlanError(f"step {step.name!r}: override_output_path {override!r} {problem}")
     if override is None:
         rel = f"{step.name}-{digest}"
         return join(prefix, rel), rel
@@ -320,57 +325,29 @@ def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
         raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
 
 
-def instantiate_config(
-    planned: PlannedStep, plan: Plan, own_output: str | None = None, paths: dict | None = None
-) -> Any:
-    """The step's config with every marker replaced by a plain value (paths as strings).
+def instantiate_config(planned: PlannedStep, plan: Plan, paths: dict | None = None) -> Any:
+    """The step's config with every marker replaced by a plain value (paths as strings); built once.
 
-    `own_output` fills `this_output_path()` with another folder than the step's published one (an
-    attempt's staging folder); such a config is built afresh, never the one planning cached. `paths`
-    maps a dependency (an ExecutorStep) to the folder it is read from instead of its own (an output
-    published by reference lives in another prefix).
+    `paths` maps a dependency (an ExecutorStep) to the folder it is read from instead of its own (an
+    output published by reference lives in another prefix); such a config is built afresh.
     """
-    if own_output is not None or paths:
-        return _instantiate(planned, plan.by_step, own_output, paths)
+    if paths:
+        return resolve_markers(planned.step.config, _reader(plan.by_step, paths), planned.output_path)
     if planned.config is None and planned.step.config is not None:
         planned.config = _instantiate(planned, plan.by_step)
     return planned.config
 
 
-def _instantiate(planned: PlannedStep, by_step: dict, own_output: str | None = None, paths: dict | None = None) -> Any:
-    own = planned.output_path if own_output is None else own_output
-    paths = paths or {}
+def attempt_config(planned: PlannedStep, plan: Plan, paths: dict | None = None) -> Any:
+    """The config an attempt binds to its own folder (`bind_output`): every marker replaced but
+    `this_output_path()`, which stays a marker until the attempt knows where it writes. `paths`: as for
+    `instantiate_config`."""
+    return resolve_markers(planned.step.config, _reader(plan.by_step, paths or {}), None)
 
-    def resolve(value: Any) -> Any:
-        cls = type(value)
-        if cls is VersionedValue:
-            return value.value
-        if cls is InputName:
-            base = paths.get(value.step) or by_step[value.step].output_path
-            return join(base, value.name) if value.name else base
-        if cls is OutputName:
-            return join(own, value.name) if value.name else own
-        if value is None or cls in (str, int, float, bool):
-            return value
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes = {}
-            for f in dataclasses.fields(value):
-                if not f.init:
-                    continue
-                old = getattr(value, f.name)
-                new = resolve(old)
-                if new is not old:
-                    changes[f.name] = new
-            return dataclasses.replace(value, **changes) if changes else value
-        if cls is list:
-            items = [resolve(v) for v in value]
-            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-        if cls is tuple:
-            items = tuple(resolve(v) for v in value)
-            return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
-        if cls is dict:
-            items = {k: resolve(v) for k, v in value.items()}
-            return items if any(items[k] is not value[k] for k in value) else value
-        return value
 
-    return resolve(planned.step.config)
+def _reader(by_step: dict, paths: dict):
+    return lambda inp: paths.get(inp.step) or by_step[inp.step].output_path
+
+
+def _instantiate(planned: PlannedStep, by_step: dict) -> Any:
+    return resolve_markers(planned.step.config, lambda inp: by_step[inp.step].output_path, planned.output_path)

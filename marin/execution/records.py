@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 import hashlib
-from pathlib import PurePath
-from typing import Any
 
 from marin.execution.canonical import canonical_json
+from marin.execution.config_values import encode
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.provenance import dump_json, environment, run_provenance, who
 from marin.execution.references import code_fingerprint, reference_of
@@ -31,30 +29,6 @@ from marin.storage.layout import RECORD_FORMAT, ExperimentRecord, StepRecord
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def config_to_json(value: Any, path: str = "", types: dict[str, str] | None = None) -> Any:
-    """A JSON form of an instantiated config; nested dataclass types are noted in `types` by path."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
-    if isinstance(value, enum.Enum):
-        return config_to_json(value.value, path, types)
-    if isinstance(value, PurePath):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        if types is not None and path:
-            types[path] = reference_of(type(value))
-        return {
-            f.name: config_to_json(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, types)
-            for f in dataclasses.fields(value)
-        }
-    if isinstance(value, list | tuple):
-        return [config_to_json(v, f"{path}[{i}]", types) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return {str(k): config_to_json(v, f"{path}.{k}", types) for k, v in value.items()}
-    return {"__unserializable__": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)[:200]}
 
 
 def resources_to_json(planned: PlannedStep) -> dict:
@@ -71,7 +45,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         return cached
     config = instantiate_config(planned, plan)
     types: dict[str, str] = {}
-    config_json = config_to_json(config, "", types)
+    config_json = encode(config, types_out=types)
     record = plan.step_records[planned] = StepRecord(
         name=planned.name,
         hash=planned.hash,
@@ -122,4 +96,4 @@ def experiment_record(
     ).to_json()
 
 
-__all__ = ["config_to_json", "dump_json", "experiment_hash", "experiment_record", "step_record", "utc_now"]
+__all__ = ["dump_json", "experiment_hash", "experiment_record", "step_record", "utc_now"]

@@ -36,7 +36,6 @@ from marin.execution.attempts import (
     bind_output,
     discard_attempts,
     finish_cleanups,
-    staging_template,
     start_attempt,
 )
 from marin.execution.capture import capture_process, capture_thread
@@ -234,7 +233,7 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None) -> StepOutcom
 
 def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
     out = task.output_path
-    config = bind_output(task.config, staging_template(out), attempt.staging)
+    config = bind_output(task.config, attempt.staging)
     started, t0 = utc_now(), time.monotonic()
     error = None
     with _log_sink(task, attempt.log, lease), step_resources(task.info.get("resources")):
