@@ -15,14 +15,27 @@ Two things Levanter does are process-wide:
   in the temporary folder for the processes.
 - tensorstore's kvstore specs, built by jax, must reach marin's S3 and GCS endpoints
   (see marin.training.tensorstore_endpoints).
+- Levanter's data loaders prefetch in daemon threads (`BackgroundIterator`, an asyncio loop per loader)
+  that are stopped only when the iterator is garbage-collected. One still running when the interpreter
+  finalises (the evaluation loader at the end of a training, typically) frees jax arrays there: jaxlib's
+  `PyArray_Storage` destructor releases the GIL, and a daemon thread that takes the GIL back during
+  finalisation is ended by `pthread_exit`, whose forced unwind through that noexcept destructor calls
+  `std::terminate` ("terminate called after throwing an instance of ''", "FATAL: exception not
+  rethrown", SIGABRT) after the step has written SUCCESS. Every such iterator is recorded here and
+  `stop_background_iterators()` stops and joins them at exit (atexit runs before the interpreter
+  finalises, while daemon threads still run; not earlier, since another step of the process may be
+  reading through its own loaders).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import os
 import tempfile
 import threading
+import weakref
 
 from marin.training.tensorstore_endpoints import use_storage_endpoints
 
@@ -31,6 +44,10 @@ _depth = 0
 """How deep the current holder of _HF_DOWNLOAD_SWAP is in nested calls (the machine lock is taken once)."""
 _installed = threading.Lock()
 _done = False
+logger = logging.getLogger(__name__)
+_iterators: weakref.WeakSet = weakref.WeakSet()
+"""Levanter's live background iterators, whose threads must end before the interpreter finalises."""
+STOP_TIMEOUT_S = 30.0
 MACHINE_LOCK = os.path.join(tempfile.gettempdir(), f"marin-hf-download-{os.getuid()}.lock")
 
 
@@ -71,4 +88,29 @@ def prepare_levanter_process() -> None:
                     _depth -= 1
 
         hf_checkpoints._patch_hf_hub_download = _patch_hf_hub_download
+        _track_background_iterators()
+        atexit.register(stop_background_iterators)
         _done = True
+
+
+def _track_background_iterators() -> None:
+    from levanter.utils.background_iterable import BackgroundIterator
+
+    original_init = BackgroundIterator.__init__
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        _iterators.add(self)
+
+    BackgroundIterator.__init__ = __init__
+
+
+def stop_background_iterators(timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """Stops every live Levanter background iterator and waits (up to `timeout_s` each) for its thread."""
+    for iterator in list(_iterators):
+        thread = getattr(iterator, "thread", None)
+        iterator.stop(wait=False)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout_s)
+            if thread.is_alive():
+                logger.warning("a Levanter data loader thread did not stop within %.0f s", timeout_s)
