@@ -21,6 +21,7 @@ from typing import Any
 
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
+from marin.evaluation.harness_hook import train_with_harness
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
@@ -59,7 +60,8 @@ def default_train(
 
     `initialize_from=<previous train step>` makes this a phase that starts from that run's final
     parameters. `options` are further `TrainConfig` fields (checkpoint_every_steps, precision, wandb_mode,
-    ...); TrainConfig declares which of them change the computation and so enter the hash.
+    ...); TrainConfig declares which of them change the computation and so enter the hash. With
+    `harness_tasks` the step's function is `train_with_harness`, which scores them during training.
     """
     config = TrainConfig(
         data=_datasets(tokenized),
@@ -76,7 +78,7 @@ def default_train(
     )
     return ExecutorStep(
         name=f"checkpoints/{name}",
-        fn=train,
+        fn=train_with_harness if config.harness_tasks else train,
         config=config,
         description=description or f"train {name}: {num_train_steps} steps of {train_batch_size}x{model.seq_len}",
         resources=resources or ResourceConfig(cpu=1),
