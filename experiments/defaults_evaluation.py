@@ -220,6 +220,7 @@ def forecast_target(
             forecast=output_path_of(ladder.forecast),
             evaluation=output_path_of(evaluation),
             output_path=this_output_path(),
+            train=output_path_of(trained),
         ),
         description=f"forecast {name}: forecast against the measured loss of the target run",
     )
