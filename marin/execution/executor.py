@@ -29,6 +29,7 @@ from marin.execution.attempts import staging_template
 from marin.execution.authoring import ExecutorStep
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import INTERRUPTED, LEFT_FOR_RERUN
+from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.records import (
     dump_json,
@@ -447,6 +448,8 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         counts[d.action] = counts.get(d.action, 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     print(f"plan under {prefix}: {len(decisions)} steps ({summary})", file=file)
+    for line in plan_report_lines(decisions):
+        print(line, file=file)
 
 
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
