@@ -190,3 +190,10 @@ def test_leaderboard_marks_the_run_whose_forecast_was_checked_with_its_error(cli
     assert len(marked) == 1 and "isoflop-target" in marked[0][3]
     assert marked[0][-2].startswith("✓ " if check["within_interval"] else "✗ ")
     assert f"{check['error']:+.3f}" in marked[0][-2] and f"({100 * check['relative_error']:+.1f}%)" in marked[0][-2]
+
+
+def test_the_forecast_page_draws_log_log_on_request(client, lab):
+    _, names = lab
+    plain = client.get(f"/step/0/{names['forecast']}").text.split('class="plot ladder-plot"', 1)[1].split("</svg>")[0]
+    loglog = client.get(f"/step/0/{names['forecast']}?loglog=1").text
+    assert loglog.split('class="plot ladder-plot"', 1)[1].split("</svg>")[0] != plain
