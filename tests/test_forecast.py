@@ -150,6 +150,8 @@ def test_a_well_constrained_fit_has_no_notes(tmp_path):
         )
     )
     assert out["constrained"] is True and out["notes"] == [] and out["prediction"]["interval_note"] is None
+    cost = out["prediction"]["cost"]
+    assert cost["device_hours"]["nvidia-h100"] == pytest.approx(1e20 / (989e12 * 0.4) / 3600)
 
 
 def test_c_on_its_bound_is_named_in_the_notes():

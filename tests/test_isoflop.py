@@ -141,6 +141,9 @@ def test_the_step_writes_the_forecast_and_chooses_the_candidate_nearest_the_opti
     distances = [abs(math.log(m.parameter_count(32000) / prediction["params"])) for m in candidates]
     assert chosen["params"] == candidates[int(np.argmin(distances))].parameter_count(32000)
     assert chosen["steps"] == round(target / (6 * chosen["params"]) / (256 * 2048))
+    cost = prediction["cost"]
+    assert cost["flops_6nd"] == pytest.approx(6 * chosen["params"] * chosen["steps"] * 256 * 2048)
+    assert cost["device_hours"]["nvidia-h100"] == pytest.approx(cost["flops"] / (989e12 * 0.4) / 3600)
     assert prediction["interval"]["loss"][0] < prediction["loss"] < prediction["interval"]["loss"][1]
     assert json.loads((tmp_path / "fc/forecast.json").read_text()) == out
     assert (tmp_path / "fc/forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

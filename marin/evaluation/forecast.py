@@ -216,6 +216,7 @@ def forecast(config: ForecastConfig) -> dict:
             "interval": list(interval) if interval else None,
             "confidence": config.confidence,
             "interval_note": "; ".join(notes) or None,
+            "cost": target_cost(config.target_flops),
         },
         "constrained": not notes,
         "notes": notes,
@@ -232,6 +233,21 @@ def forecast(config: ForecastConfig) -> dict:
     for note in notes:
         logger.warning("forecast not constrained by its rungs: %s", note)
     return out
+
+
+def target_cost(flops: float) -> dict:
+    """The target's cost at its compute (6·N·D FLOPs): device-hours on one CPU core and on one H100 at the
+    assumed MFU (marin.training.cost); the law knows C only, not the model, so 6·N·D is the count."""
+    from marin.training.cost import CostSettings, estimate
+
+    settings = CostSettings()
+    on = [estimate(flops, res, settings) for res in ({"cpu": 1}, {"gpu": 1})]
+    return {
+        "flops_6nd": flops,
+        "device_hours": {e["device"]: e["device_hours"] for e in on},
+        "peak_flops_per_s": {e["device"]: e["peak_flops_per_s"] for e in on},
+        "mfu": settings.mfu,
+    }
 
 
 def unconstrained_notes(fit: Fit, predicted: float, interval, rungs: int, max_fraction: float) -> list[str]:
