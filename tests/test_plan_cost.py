@@ -103,3 +103,11 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
     m = re.search(r"total, what would run \(9 train, 9 evaluate\): FLOPs (\S+), (\S+) estimated device-hours", out)
     assert m and float(m[1]) >= total * 0.999 and float(m[2]) > 0
     assert "MFU 0.40" in out and "cpu-core 5e+10 FLOP/s" in out
+
+
+def test_marin_plan_of_the_loss_law_ladder_runs_as_its_docstring_says_and_costs_its_rungs(tmp_path):
+    result = marin("plan", "experiments/tutorial/tiny_ladder.py", "--prefix", str(tmp_path / "lab"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(
+        r"total, what would run \(4 train, 4 evaluate\): FLOPs \S+, \S+ estimated device-hours", result.stdout
+    )
