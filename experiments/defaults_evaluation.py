@@ -15,7 +15,15 @@ import dataclasses
 import json
 from typing import Any
 
-from experiments.defaults_training import StepOrPath, _datasets, default_eval, default_train, ladder_model, ladder_rung
+from experiments.defaults_training import (
+    StepOrPath,
+    _datasets,
+    default_eval,
+    default_train,
+    ladder_model,
+    ladder_rung,
+    rung_epochs,
+)
 from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
@@ -92,11 +100,16 @@ def isoflop_ladder(
     seed: int = 0,
     samples: int = 200,
     resources: ResourceConfig | None = None,
+    train_tokens: int | None = None,
+    max_epochs: int = 8,
     **train_options: Any,
 ) -> IsoflopLadder:
     """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
     at `target_flops` (default: 10x the largest budget), choosing among the ladder's own model shapes
-    (and wider ones, up to 4x the largest width) for the target's configuration."""
+    (and wider ones, up to 4x the largest width) for the target's configuration. With `train_tokens` (the
+    training split's size) every rung is checked against the data when it is defined: one that needs more
+    than one pass sets `epochs`, one that needs more than `max_epochs` is an error naming it (`rung_epochs`);
+    the target run is checked the same way when `forecast_target` declares it."""
     if len(set(budgets)) < 2 or len(widths) < 3:
         raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes, got {budgets} and {widths}")
     models = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in widths]
@@ -107,6 +120,7 @@ def isoflop_ladder(
         for model in models:
             rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
             steps = rung_steps_for_budget(model, vocab_size, budget, tokens_per_step)
+            epochs = rung_epochs(rung, steps, train_batch_size, seq_len, train_tokens, max_epochs)
             trained, evaluation = ladder_rung(
                 rung,
                 tokenized,
@@ -118,6 +132,7 @@ def isoflop_ladder(
                 seed=seed,
                 resources=resources,
                 max_eval_documents=max_eval_documents,
+                **({"epochs": epochs} if epochs else {}),
                 **train_options,
             )
             trains.append(trained)
@@ -151,6 +166,8 @@ def isoflop_ladder(
         "max_eval_documents": max_eval_documents,
         "resources": resources,
         "options": train_options,
+        "train_tokens": train_tokens,
+        "max_epochs": max_epochs,
     }
     return IsoflopLadder(trains, evaluations, rung_budgets, forecast, settings)
 
@@ -183,6 +200,9 @@ def forecast_target(
         raise ValueError(f"forecast_target {name!r}: the forecast chose no configuration ({forecast.get('notes')})")
     chosen = prediction["config"]
     s = ladder.settings
+    epochs = rung_epochs(
+        f"{name}/target", chosen["steps"], s["train_batch_size"], s["seq_len"], s["train_tokens"], s["max_epochs"]
+    )
     trained = default_train(
         f"{name}/target",
         tokenized,
@@ -192,7 +212,7 @@ def forecast_target(
         num_train_steps=chosen["steps"],
         seed=s["seed"],
         resources=s["resources"],
-        **{**s["options"], **train_options},
+        **{**({"epochs": epochs} if epochs else {}), **s["options"], **train_options},
     )
     evaluation = default_eval(f"{name}/target", trained, s["held_out"], max_documents=s["max_eval_documents"])
     check = ExecutorStep(
@@ -202,6 +222,7 @@ def forecast_target(
             forecast=output_path_of(ladder.forecast),
             evaluation=output_path_of(evaluation),
             output_path=this_output_path(),
+            train=output_path_of(trained),
         ),
         description=f"forecast {name}: forecast against the measured loss of the target run",
     )

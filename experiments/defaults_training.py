@@ -21,6 +21,7 @@ from typing import Any
 
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
+from marin.evaluation.harness_hook import train_with_harness
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
 from marin.step_config import checked
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
@@ -60,7 +61,8 @@ def default_train(
 
     `initialize_from=<previous train step>` makes this a phase that starts from that run's final
     parameters. `options` are further `TrainConfig` fields (checkpoint_every_steps, precision, wandb_mode,
-    ...); TrainConfig declares which of them change the computation and so enter the hash.
+    ...); TrainConfig declares which of them change the computation and so enter the hash. With
+    `harness_tasks` the step's function is `train_with_harness`, which scores them during training.
     """
     config = TrainConfig(
         data=_datasets(tokenized),
@@ -77,7 +79,7 @@ def default_train(
     )
     return ExecutorStep(
         name=f"checkpoints/{name}",
-        fn=train,
+        fn=train_with_harness if config.harness_tasks else train,
         config=config,
         description=description or f"train {name}: {num_train_steps} steps of {train_batch_size}x{model.seq_len}",
         resources=resources or ResourceConfig(cpu=1),
@@ -136,6 +138,39 @@ def ladder_model(width: int, seq_len: int = 128) -> LlamaModelConfig:
     )
 
 
+def train_tokens_of(tokenized_output: str) -> int | None:
+    """Tokens in a tokenize step's training split (its `stats.json`), or None before it has run."""
+    import json
+
+    from marin.storage import join, read_text
+
+    text = read_text(join(tokenized_output, "stats.json"))
+    return int(json.loads(text)["train"]["tokens"]) if text is not None else None
+
+
+def rung_epochs(
+    rung: str, num_train_steps: int, train_batch_size: int, seq_len: int, train_tokens: int | None, max_epochs: int
+) -> int:
+    """The `TrainConfig.epochs` a rung needs: 0 (one pass, the default) when the training split holds its
+    `num_train_steps · train_batch_size` sequences, else the passes it needs; more than `max_epochs` passes is
+    an error naming the rung, raised when the experiment is defined, before anything trains. Without a known
+    `train_tokens` it is 0, and the train step's own check (before it trains) is what guards the rung."""
+    if train_tokens is None:
+        return 0
+    sequences = train_tokens // seq_len
+    needed = num_train_steps * train_batch_size
+    if sequences <= 0:
+        raise ValueError(f"{rung}: the training split holds {train_tokens} tokens, not one sequence of {seq_len}")
+    passes = -(-needed // sequences)
+    if passes > max_epochs:
+        raise ValueError(
+            f"{rung}: {num_train_steps} steps of {train_batch_size} sequences need {needed} sequences of {seq_len} "
+            f"tokens, {passes} passes over the {sequences} of the training split ({train_tokens} tokens), more "
+            f"than max_epochs={max_epochs}: use more data, a smaller budget, or raise max_epochs"
+        )
+    return 0 if passes <= 1 else passes
+
+
 def rung_steps(model: LlamaModelConfig, vocab_size: int, tokens_per_param: float, tokens_per_step: int) -> int:
     """Steps that give `tokens_per_param` tokens per parameter (compute-matched: D = k·N)."""
     return max(2, math.ceil(tokens_per_param * model.parameter_count(vocab_size) / tokens_per_step))
@@ -183,6 +218,8 @@ def scaling_ladder(
     seed: int = 0,
     max_eval_documents: int | None = None,
     resources: ResourceConfig | None = None,
+    train_tokens: int | None = None,
+    max_epochs: int = 8,
     **train_options: Any,
 ) -> Ladder:
     """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
@@ -190,6 +227,9 @@ def scaling_ladder(
 
     `sizes` are widths (see `ladder_model`) or full model configs; `vocab_size` is the tokenizer's (it sets
     N, hence each rung's steps, when the experiment is defined, before any tokenizer exists).
+    `train_tokens` (the training split's size, `train_tokens_of(tokenized output)`) lets each rung be checked
+    against the data here: a rung that needs more passes sets `epochs` (versioned, so in its record and hash),
+    and one needing more than `max_epochs` is an error naming it (see `rung_epochs`).
     """
     if len(sizes) < 3:
         raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
@@ -201,6 +241,7 @@ def scaling_ladder(
         rung = f"{name}/d{model.hidden_dim}-l{model.num_layers}"
         steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
         flops.append(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
+        epochs = rung_epochs(rung, steps, train_batch_size, seq_len, train_tokens, max_epochs)
         trained, evaluation = ladder_rung(
             rung,
             tokenized,
@@ -212,6 +253,7 @@ def scaling_ladder(
             seed=seed,
             resources=resources,
             max_eval_documents=max_eval_documents,
+            **({"epochs": epochs} if epochs else {}),
             **train_options,
         )
         trains.append(trained)

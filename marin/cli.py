@@ -80,7 +80,10 @@ def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
     from marin.execution.main import cache_from_of, resolve_prefix
+    from marin.plan_cost import register
     from marin.storage import exists
+
+    register()
 
     def action(steps, description, cfg):
         executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))

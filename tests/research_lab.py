@@ -202,7 +202,10 @@ def isoflop_experiment(root: Path) -> dict:
         "isoflop/check",
         forecast_check,
         ForecastCheckConfig(
-            forecast=output_path_of(fc), evaluation=output_path_of(target_eval), output_path=this_output_path()
+            forecast=output_path_of(fc),
+            evaluation=output_path_of(target_eval),
+            output_path=this_output_path(),
+            train=output_path_of(target_train),
         ),
     )
     result = ex.run([fc, check])

@@ -6,6 +6,7 @@ real headless Chromium and leaves screenshots in test-artifacts/browser/.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -178,3 +179,21 @@ def test_harness_scores_join_the_evaluation_of_the_same_checkpoint(client, lab):
     assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e+06", "0.625")]
     step = client.get(f"/step/0/{names['harness']}").text
     assert 'data-kind="metrics.json"' in step and "next_line" in step and "0.625" in step
+
+
+def test_leaderboard_marks_the_run_whose_forecast_was_checked_with_its_error(client, lab):
+    root, names = lab
+    check = json.loads((root / names["isoflop_check"] / "check.json").read_text())
+    assert check["preregistered"] is True and check["forecast_record"]["step"] == "isoflop/forecast"
+    html = client.get("/leaderboard").text
+    marked = [cells(r) for r in rows_of(html, "board") if 'class="forecast-checked"' in r]
+    assert len(marked) == 1 and "isoflop-target" in marked[0][3]
+    assert marked[0][-2].startswith("✓ " if check["within_interval"] else "✗ ")
+    assert f"{check['error']:+.3f}" in marked[0][-2] and f"({100 * check['relative_error']:+.1f}%)" in marked[0][-2]
+
+
+def test_the_forecast_page_draws_log_log_on_request(client, lab):
+    _, names = lab
+    plain = client.get(f"/step/0/{names['forecast']}").text.split('class="plot ladder-plot"', 1)[1].split("</svg>")[0]
+    loglog = client.get(f"/step/0/{names['forecast']}?loglog=1").text
+    assert loglog.split('class="plot ladder-plot"', 1)[1].split("</svg>")[0] != plain

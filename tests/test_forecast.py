@@ -115,3 +115,49 @@ def test_scaling_ladder_builds_compute_matched_rungs_each_evaluated_and_one_fore
     assert ladder.forecast.config.target_flops == pytest.approx(10 * budgets[-1])
     with pytest.raises(ValueError, match="at least 3 rungs"):
         scaling_ladder("tiny", "/data/tokenized", sizes=[32, 64], vocab_size=512)
+
+
+def test_a_fit_the_rungs_do_not_constrain_says_so_loudly_and_its_interval_stays_within_the_law(tmp_path, caplog):
+    """Four close rungs on a nearly straight line in log-log (no visible bend): the forecast is marked
+    unconstrained in forecast.json, its interval_note and the log, and the interval's draws are kept to the
+    law's feasible region (no 3.5-342 interval)."""
+    import logging
+
+    flops = np.geomspace(3e11, 2.5e12, 4)
+    losses = 9.0 * (flops / 1e11) ** -0.12 + np.array([0.004, -0.006, 0.005, -0.003])
+    with caplog.at_level(logging.WARNING, logger="marin.evaluation.forecast"):
+        out = forecast(
+            ForecastConfig(
+                evaluations=write_evaluations(tmp_path, flops, losses),
+                output_path=str(tmp_path / "fc"),
+                target_flops=2.5e13,
+            )
+        )
+    assert out["constrained"] is False
+    assert out["prediction"]["interval_note"].startswith("UNCONSTRAINED: ")
+    assert any("UNCONSTRAINED" in r.getMessage() for r in caplog.records)
+    low, high = out["prediction"]["interval"]
+    assert 0 < low < out["prediction"]["loss"] < high < float(losses.max())
+    assert json.loads((tmp_path / "fc/forecast.json").read_text())["notes"] == out["notes"]
+
+
+def test_a_well_constrained_fit_has_no_notes(tmp_path):
+    flops = np.geomspace(1e15, 1e19, 8)
+    losses = law(flops, A, B, C) + np.random.default_rng(3).normal(0, 0.002, len(flops))
+    out = forecast(
+        ForecastConfig(
+            evaluations=write_evaluations(tmp_path, flops, losses), output_path=str(tmp_path / "fc"), target_flops=1e20
+        )
+    )
+    assert out["constrained"] is True and out["notes"] == [] and out["prediction"]["interval_note"] is None
+    cost = out["prediction"]["cost"]
+    assert cost["device_hours"]["nvidia-h100"] == pytest.approx(1e20 / (989e12 * 0.4) / 3600)
+
+
+def test_c_on_its_bound_is_named_in_the_notes():
+    from marin.evaluation.forecast import Fit, unconstrained_notes
+
+    fit = Fit(a=9.0, b=0.1, c=0.0, reference_flops=1e12, covariance=None, c_ceiling=3.9)
+    notes = unconstrained_notes(fit, 3.56, (3.51, 342.0), 4, 0.1)
+    assert notes[0].startswith("UNCONSTRAINED: the irreducible loss c = 0 sits on its bound (0)")
+    assert "wider than 10% of the forecast 3.56" in notes[1]

@@ -195,3 +195,41 @@ def test_the_in_training_hook_replaces_levanters_harness_only_while_its_training
             assert levanter.eval_harness.lm_eval_harness is not original
             raise RuntimeError("training failed")
     assert levanter.eval_harness.lm_eval_harness is original and lev.eval_harness is None
+
+
+def test_training_imports_nothing_from_evaluation_not_even_late():
+    """The in-training scorer is a callback handed to `train`; no module of marin.training imports
+    marin.evaluation, at the top or inside a function."""
+    import ast
+
+    training = Path(__file__).resolve().parents[1] / "marin" / "training"
+    found = []
+    for source in sorted(training.rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{source.name}:{node.lineno} {n}" for n in names if n.startswith("marin.evaluation")]
+    assert found == []
+
+
+def test_a_training_that_scores_tasks_runs_as_train_with_harness_and_plain_train_refuses_it(tmp_path):
+    from experiments.defaults_training import default_train
+    from marin.evaluation.harness_hook import train_with_harness
+    from marin.training.train import train
+    from tests.training_fixtures import tiny_train_config
+
+    scored = default_train("t", str(tmp_path), harness_tasks=["shakespeare_next_line"], harness_every_steps=5)
+    assert scored.fn is train_with_harness and default_train("t", str(tmp_path)).fn is train
+    config = tiny_train_config(
+        str(tmp_path / "out"), {"d": str(tmp_path)}, harness_tasks=["shakespeare_next_line"], harness_every_steps=5
+    )
+    with pytest.raises(
+        ValueError, match=r"train\.harness_tasks .* fn=marin\.evaluation\.harness_hook\.train_with_harness"
+    ):
+        train(config)
+    assert not (tmp_path / "out").exists()

@@ -141,6 +141,9 @@ def test_the_step_writes_the_forecast_and_chooses_the_candidate_nearest_the_opti
     distances = [abs(math.log(m.parameter_count(32000) / prediction["params"])) for m in candidates]
     assert chosen["params"] == candidates[int(np.argmin(distances))].parameter_count(32000)
     assert chosen["steps"] == round(target / (6 * chosen["params"]) / (256 * 2048))
+    cost = prediction["cost"]
+    assert cost["flops_6nd"] == pytest.approx(6 * chosen["params"] * chosen["steps"] * 256 * 2048)
+    assert cost["device_hours"]["nvidia-h100"] == pytest.approx(cost["flops"] / (989e12 * 0.4) / 3600)
     assert prediction["interval"]["loss"][0] < prediction["loss"] < prediction["interval"]["loss"][1]
     assert json.loads((tmp_path / "fc/forecast.json").read_text()) == out
     assert (tmp_path / "fc/forecast.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -184,3 +187,82 @@ def test_a_later_run_checks_the_forecast_against_the_measured_loss(tmp_path):
     assert check["within_interval"] is False and "3.00x the forecast's compute" in check["notes"][0]
     with pytest.raises(ValueError, match="the forecast made no prediction"):
         compare({"prediction": None, "notes": ["only 1 of 2 budgets"]}, {})
+
+
+def _forecast_and_target(tmp_path, forecast_age_s: float, train_age_s: float):
+    """A finished forecast step (forecast.json, record, manifest) and a target run's train and eval folders,
+    the forecast written `forecast_age_s` and the target's attempt begun `train_age_s` seconds ago."""
+    import hashlib
+    import os
+    import time
+
+    forecast_dir, train_dir, eval_dir = tmp_path / "forecast-1a2b", tmp_path / "target", tmp_path / "target-eval"
+    for d in (forecast_dir, train_dir, eval_dir):
+        d.mkdir()
+    text = json.dumps(
+        {"metric": "loss", "dataset": None, "prediction": {"flops": 1e12, "loss": 3.0, "interval": [2.9, 3.1]}}
+    )
+    (forecast_dir / "forecast.json").write_text(text)
+    (forecast_dir / ".executor_info").write_text(json.dumps({"name": "forecast/tiny", "hash": "1a2b3c4d"}))
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    (forecast_dir / ".executor_manifest.json").write_text(
+        json.dumps({"files": [{"path": "forecast.json", "sha256": sha}]})
+    )
+    (train_dir / ".executor_info").write_text(json.dumps({"name": "checkpoints/target"}))
+    (eval_dir / "results.json").write_text(json.dumps({"flops": 1e12, "step": 9, "macro_loss": 3.02, "datasets": {}}))
+    now = time.time()
+    os.utime(forecast_dir / "forecast.json", (now - forecast_age_s, now - forecast_age_s))
+    os.utime(train_dir / ".executor_info", (now - train_age_s, now - train_age_s))
+    return forecast_dir, train_dir, eval_dir, sha
+
+
+def test_the_check_names_the_forecasts_record_and_that_it_was_written_before_the_target_started(tmp_path):
+    from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+
+    forecast_dir, train_dir, eval_dir, sha = _forecast_and_target(tmp_path, forecast_age_s=600, train_age_s=300)
+    out = tmp_path / "check"
+    forecast_check(
+        ForecastCheckConfig(
+            forecast=str(forecast_dir), evaluation=str(eval_dir), train=str(train_dir), output_path=str(out)
+        )
+    )
+    check = json.loads((out / "check.json").read_text())
+    assert check["forecast_record"] == {"step": "forecast/tiny", "hash": "1a2b3c4d", "forecast_sha256": sha}
+    assert check["preregistered"] is True and check["within_interval"] is True
+    times = json.loads((out / "preregistration.json").read_text())
+    assert times["forecast_written_at"] < times["target_started_at"]
+    assert (out / "volatile_files.txt").read_text() == "preregistration.json\n"
+
+
+def test_a_forecast_written_after_the_target_run_started_is_refused(tmp_path):
+    from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+
+    forecast_dir, train_dir, eval_dir, _ = _forecast_and_target(tmp_path, forecast_age_s=60, train_age_s=300)
+    out = tmp_path / "check"
+    config = ForecastCheckConfig(
+        forecast=str(forecast_dir), evaluation=str(eval_dir), train=str(train_dir), output_path=str(out)
+    )
+    with pytest.raises(ValueError, match=r"forecast\.json was written at .*, after the target run .* started at"):
+        forecast_check(config)
+    assert not (out / "check.json").exists()
+
+
+def test_a_checkpoint_older_than_the_targets_record_dates_its_start(tmp_path):
+    """A target whose first attempt (which left a checkpoint) began before the forecast is refused, though its
+    latest attempt's record is newer than the forecast."""
+    import os
+    import time
+
+    from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
+
+    forecast_dir, train_dir, eval_dir, _ = _forecast_and_target(tmp_path, forecast_age_s=600, train_age_s=300)
+    meta = train_dir / "checkpoints" / "step-4" / "metadata.json"
+    meta.parent.mkdir(parents=True)
+    meta.write_text("{}")
+    old = time.time() - 900
+    os.utime(meta, (old, old))
+    config = ForecastCheckConfig(
+        forecast=str(forecast_dir), evaluation=str(eval_dir), train=str(train_dir), output_path=str(tmp_path / "c")
+    )
+    with pytest.raises(ValueError, match="it is not a forecast of that run"):
+        forecast_check(config)

@@ -21,6 +21,7 @@ import json
 import sys
 
 from experiments.defaults_evaluation import default_harness, forecast_target, isoflop_ladder, read_forecast
+from experiments.defaults_training import train_tokens_of
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.execution import Executor, executor_main
 from marin.execution.main import parse_main_args, resolve_prefix
@@ -28,12 +29,19 @@ from marin.storage import join, read_text
 from marin.training.config import OptimizerConfig
 
 VOCAB_SIZE = 1024
+TRAIN_TOKENS = 1_892_256
+"""Tokens in the training split of all 38 plays with the tutorial's 1024-token BPE (its tokenize step's
+`stats.json`): each rung's need is checked against it when the ladder is defined (a rung needing a second
+pass sets `epochs`). After the tokenize step has run, the script uses the figure it measured instead."""
 BUDGETS = (2e11, 5e11, 1.2e12)
 WIDTHS = (16, 32, 64)
 
 
-def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS):
+def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS, train_tokens: int | None = None):
+    """The ladder; `train_tokens` defaults to TRAIN_TOKENS for the whole corpus (unknown for a subset)."""
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
+    if train_tokens is None and not plays:
+        train_tokens = TRAIN_TOKENS
     ladder = isoflop_ladder(
         "tiny-shakespeare-isoflop",
         data["tokenized"],
@@ -44,13 +52,17 @@ def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS):
         train_batch_size=16,
         optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
         tokenizer=data["tokenizer"],
+        train_tokens=train_tokens,
     )
     return data, ladder
 
 
 if __name__ == "__main__":
-    data, ladder = build()
     prefix = resolve_prefix(parse_main_args(sys.argv[1:]).prefix)
+    data, ladder = build()
+    measured = train_tokens_of(Executor(prefix).plan([data["tokenized"]])[data["tokenized"]])
+    if measured is not None and measured != TRAIN_TOKENS:
+        data, ladder = build(train_tokens=measured)
     forecast_path = Executor(prefix).plan([ladder.forecast])[ladder.forecast]
     forecast = read_forecast(forecast_path)
     if forecast is None or not forecast.get("constrained"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from experiments.defaults_training import scaling_ladder
+from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.execution import executor_main
 from marin.storage import join, read_text
@@ -24,8 +25,16 @@ from marin.training.config import OptimizerConfig
 VOCAB_SIZE = 1024
 
 
-def build(sizes: tuple[int, ...] = (24, 32, 48, 64), tokens_per_param: float = 2, plays: tuple[str, ...] = ()):
+def build(
+    sizes: tuple[int, ...] = (24, 32, 48, 64),
+    tokens_per_param: float = 2,
+    plays: tuple[str, ...] = (),
+    train_tokens: int | None = None,
+):
+    """The ladder; `train_tokens` (checked against each rung) defaults to the whole corpus's TRAIN_TOKENS."""
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
+    if train_tokens is None and not plays:
+        train_tokens = TRAIN_TOKENS
     return scaling_ladder(
         "tiny-shakespeare-ladder",
         data["tokenized"],
@@ -36,6 +45,7 @@ def build(sizes: tuple[int, ...] = (24, 32, 48, 64), tokens_per_param: float = 2
         train_batch_size=16,
         optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
         tokenizer=data["tokenizer"],
+        train_tokens=train_tokens,
     )
 
 

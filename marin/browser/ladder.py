@@ -6,6 +6,12 @@ the target run exists and has been evaluated, the measured point beside the fore
 from `forecast.json` alone (marin/evaluation/forecast.py writes it), on log-scaled FLOPs, and lists the
 rungs with links to their evaluation steps. Fields it does not know are shown in the table below the
 picture, so a richer forecast (an isoFLOP fit, say) still shows everything it wrote.
+
+The y-range follows what was measured and forecast (the rungs, the forecast, the measured target), not the
+interval: an interval that runs off that range (an unconstrained fit's can reach hundreds of nats) is
+clipped to it, and the clipping is said in the band's legend and drawn as a marker at the edge it crosses.
+`log_y` draws both axes logarithmic (the page's `?loglog=1`). A forecast's `notes` (an unconstrained
+fit) are shown under the picture, loud.
 """
 
 from __future__ import annotations
@@ -41,7 +47,14 @@ def measured_target(forecast: dict, metric: str) -> tuple[float, float] | None:
     return None
 
 
-def ladder_chart(forecast: dict, checks: list[dict] | None = None) -> str:
+def y_range(values: list[float]) -> tuple[float, float]:
+    """The range that shows `values` with a margin (a quarter of their spread, at least 2 % of their size)."""
+    lo, hi = min(values), max(values)
+    margin = max(0.25 * (hi - lo), 0.02 * max(abs(lo), abs(hi)), 1e-9)
+    return lo - margin, hi + margin
+
+
+def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool = False) -> str:
     metric = forecast.get("metric") if isinstance(forecast.get("metric"), str) else "loss"
     rungs = [r for r in forecast.get("rungs") or [] if isinstance(r, dict)]
     points = [(_num(r.get("flops")), _num(r.get(metric))) for r in rungs]
@@ -49,19 +62,46 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None) -> str:
     prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
     target = _num(prediction.get("flops"))
     predicted = _num(prediction.get(metric))
-    chart = Chart(x_label="training FLOPs (6·N·D)", y_label=metric, log_x=True, css_class="plot ladder-plot")
+    chart = Chart(
+        x_label="training FLOPs (6·N·D)", y_label=metric, log_x=True, log_y=log_y, css_class="plot ladder-plot"
+    )
+    measured = measured_target(forecast, metric)
+    checked = [(_num(c.get("measured_flops")), _num(c.get("measured"))) for c in checks or []]
+    checked = [(x, y) for x, y in checked if x and y is not None]
+    shown = [y for _, y in points] + ([predicted] if predicted is not None else [])
+    shown += ([measured[1]] if measured else []) + [y for _, y in checked]
+    y_lo, y_hi = y_range(shown) if shown else (-math.inf, math.inf)
+    if log_y:
+        y_lo = max(y_lo, min(shown) / 1.05) if shown else y_lo
     law = _law(forecast.get("fit") or {})
     xs = [x for x, _ in points] + ([target] if target else [])
     if law and xs:
         lo, hi = math.log10(min(xs)), math.log10(max(xs))
         grid = [10 ** (lo + (hi - lo) * i / 80) for i in range(81)] if hi > lo else [10**lo]
-        chart.line("fitted law", [(x, law(x)) for x in grid], css="fit", color="#2563eb")
+        chart.line("fitted law", [(x, law(x)) for x in grid if y_lo <= law(x) <= y_hi], css="fit", color="#2563eb")
     interval = prediction.get("interval")
     if target and isinstance(interval, list) and len(interval) == 2 and all(_num(v) is not None for v in interval):
         low, high = float(interval[0]), float(interval[1])
         confidence = _num(prediction.get("confidence"))
         label = f"{100 * confidence:.0f}% interval" if confidence else "interval"
-        chart.band(label, [(target / 1.06, low, high), (target * 1.06, low, high)], css="interval", color="#2563eb")
+        clipped_low, clipped_high = max(low, y_lo), min(high, y_hi)
+        if (clipped_low, clipped_high) != (low, high):
+            label += f" (clipped; full {fmt_value(low)} – {fmt_value(high)})"
+        chart.band(
+            label,
+            [(target / 1.06, clipped_low, clipped_high), (target * 1.06, clipped_low, clipped_high)],
+            css="interval clipped" if (clipped_low, clipped_high) != (low, high) else "interval",
+            color="#2563eb",
+        )
+        edges = [(target, v) for v, off in ((clipped_low, low < y_lo), (clipped_high, high > y_hi)) if off]
+        if edges:
+            chart.points(
+                "interval runs off the chart",
+                edges,
+                titles=[f"the interval runs on to {fmt_value(low if v == clipped_low else high)}" for _, v in edges],
+                css="clip-mark",
+                color="#dc2626",
+            )
     chart.points(
         "rungs",
         points,
@@ -71,19 +111,16 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None) -> str:
     )
     if target and predicted is not None:
         chart.points("forecast", [(target, predicted)], titles=[f"forecast @ {fmt_value(target)}"], css="forecast")
-    measured = measured_target(forecast, metric)
     if measured:
         chart.points("measured target", [measured], titles=["measured target"], css="measured", color="#111827")
-    for check in checks or []:
-        flops, value = _num(check.get("measured_flops")), _num(check.get("measured"))
-        if flops and value is not None:
-            chart.points(
-                "measured target", [(flops, value)], titles=["measured target"], css="measured", color="#111827"
-            )
+    for point in checked:
+        chart.points("measured target", [point], titles=["measured target"], css="measured", color="#111827")
     return chart.render()
 
 
-def ladder_summary(forecast: dict, root: int, step_rel: str, checks: list[dict] | None = None) -> str:
+def ladder_summary(
+    forecast: dict, root: int, step_rel: str, checks: list[dict] | None = None, log_y: bool = False
+) -> str:
     """The picture, the forecast in words, the rungs with links, and every other field."""
     checks = checks or []
     if forecast.get("kind") == "isoflop":
@@ -100,8 +137,9 @@ def ladder_summary(forecast: dict, root: int, step_rel: str, checks: list[dict] 
             else ""
         )
         words.append(f"forecast {esc(metric)} at {fmt_value(target)} FLOPs: <b>{fmt_value(predicted)}</b>{esc(span)}")
-        if prediction.get("interval_note"):
-            words.append(esc(prediction["interval_note"]))
+    notes = [n for n in forecast.get("notes") or [] if isinstance(n, str)]
+    if not notes and prediction.get("interval_note"):
+        notes = [str(prediction["interval_note"])]
     measured = measured_target(forecast, metric)
     if measured and predicted is not None:
         words.append(f"measured: <b>{fmt_value(measured[1])}</b> (forecast error {fmt_value(measured[1] - predicted)})")
@@ -127,8 +165,9 @@ def ladder_summary(forecast: dict, root: int, step_rel: str, checks: list[dict] 
         )
     rest = {k: v for k, v in forecast.items() if k not in ("rungs",)}
     return (
-        ladder_chart(forecast, checks)
+        ladder_chart(forecast, checks, log_y=log_y)
         + ("".join(f'<div class="forecast-line">{w}</div>' for w in words) if words else note("no prediction"))
+        + "".join(f'<div class="note unconstrained"><b>{esc(n)}</b></div>' for n in notes)
         + check_lines(checks)
         + (table(["rung (evaluation)", "FLOPs", "parameters", "tokens", metric, "residual"], rows, cls="data rungs"))
         + kv_table(
@@ -253,6 +292,14 @@ def check_lines(checks: list[dict]) -> str:
             f"<b>{fmt_value(_num(check.get('measured')) or 0)}</b>, error {fmt_value(_num(check.get('error')) or 0)}"
             f"{verdict}</div>"
         )
+        record = check.get("forecast_record") if isinstance(check.get("forecast_record"), dict) else {}
+        if check.get("preregistered"):
+            out.append(
+                f'<div class="forecast-line preregistered">pre-registered: the forecast '
+                f"({esc(record.get('step'))}-{esc(record.get('hash'))}) was written before the target run started</div>"
+            )
+        elif "preregistered" in check:
+            out.append('<div class="note">not shown to precede the target run (the check was not given it)</div>')
         out += [f'<div class="note">{esc(n)}</div>' for n in check.get("notes") or []]
     return "".join(out)
 

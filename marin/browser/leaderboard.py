@@ -5,17 +5,23 @@ cheaper run did better, so the page draws the Pareto frontier (the runs that no 
 compute beats) and marks its rows. The x axis can be FLOPs, tokens or parameters and the metric bpb or
 loss, chosen in the query (`?x=tokens&metric=macro_loss`). Each row and each point links to the
 experiment page of the run's newest record; harness task scores, when an evaluation has them, get a
-column each.
+column each. A run whose forecast was checked (a forecast check step's `check.json` names its evaluation)
+is marked with the forecast's error, and whether the measurement fell in the interval.
 """
 
 from __future__ import annotations
 
+import json
+import posixpath
 import time
 
 from marin.browser.charts import Chart, fmt_value, pareto_front
 from marin.browser.html import error_box, esc, fmt_num, fmt_time, note, page, table, url_exp, url_step
+from marin.browser.records import list_experiments
 from marin.browser.results import METRICS, X_AXES, collect_results
 from marin.browser.runs_table import _config, differing_fields, lab_cell
+from marin.browser.storage import read_many
+from marin.storage.layout import State
 
 
 def _trained_config(r) -> dict:
@@ -42,6 +48,43 @@ def _tell_apart(ranked: list) -> dict[int, str]:
     return out
 
 
+def forecast_checks(roots, experiments) -> dict[tuple[int, str], dict]:
+    """(root, evaluation step folder) -> the `check.json` of a forecast check of that evaluation."""
+    wanted = {
+        (exp.root_index, step.rel)
+        for exp in experiments
+        for step in exp.steps
+        if step.state == State.SUCCESS and "forecast_check" in str(step.record.get("fn") or "")
+    }
+    out: dict[tuple[int, str], dict] = {}
+    for index, root in enumerate(roots):
+        rels = sorted(rel for i, rel in wanted if i == index)
+        blobs = read_many(root.fs, [f"{root.join(rel)}/check.json" for rel in rels])
+        for rel in rels:
+            data = blobs.get(f"{root.join(rel)}/check.json")
+            try:
+                check = json.loads(data) if isinstance(data, bytes | bytearray) else None
+            except ValueError:
+                continue
+            evaluation = check.get("evaluation_output") if isinstance(check, dict) else None
+            if isinstance(evaluation, str) and not evaluation.startswith(("/", "gs://", "s3://")):
+                out[(index, posixpath.normpath(posixpath.join(rel, evaluation)))] = check
+    return out
+
+
+def _check_cell(check: dict | None) -> tuple[str, float]:
+    if not check or not isinstance(check.get("error"), int | float):
+        return "", 0.0
+    rel = check.get("relative_error")
+    inside = check.get("within_interval")
+    mark = "✓" if inside else ("✗" if inside is False else "")
+    title = f"forecast {check.get('forecast')}, measured {check.get('measured')}, interval {check.get('interval')}" + (
+        "" if check.get("preregistered") else " (not shown to precede the run)"
+    )
+    text = f"{mark} {check['error']:+.3f}" + (f" ({100 * rel:+.1f}%)" if isinstance(rel, int | float) else "")
+    return f'<span class="forecast-checked" title="{esc(title)}">{esc(text)}</span>', abs(float(check["error"]))
+
+
 def _choice(value: str | None, options: dict[str, str], default: str, what: str, errors: list[str]) -> str:
     if value is None or value == "":
         return default
@@ -63,8 +106,10 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
     errors: list[str] = []
     x = _choice(x, X_AXES, "flops", "x", errors)
     metric = _choice(metric, METRICS, "macro_bpb", "metric", errors)
-    results, read_errors = collect_results(roots)
-    errors += read_errors
+    experiments, list_errors = list_experiments(roots)
+    results, read_errors = collect_results(roots, experiments)
+    errors += list_errors + read_errors
+    checks = forecast_checks(roots, experiments)
     ranked = [r for r in results if r.metrics.get(metric) is not None]
     ranked.sort(key=lambda r: (r.metrics[metric], r.x(x) or 0.0, r.experiment.name))
     placed = [r for r in ranked if r.x(x) is not None and r.x(x) > 0]
@@ -117,6 +162,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
                 (fmt_value(r.tokens) if r.tokens else "—", r.tokens or 0),
                 (fmt_value(r.parameters) if r.parameters else "—", r.parameters or 0),
                 *[(fmt_num(r.tasks[t]) if t in r.tasks else "—", r.tasks.get(t, -1)) for t in tasks],
+                _check_cell(checks.get((exp.root_index, r.step.rel))),
                 (fmt_time(created), created if isinstance(created, str) else ""),
             ]
         )
@@ -131,6 +177,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
         "tokens",
         "parameters",
         *tasks,
+        "forecast error",
         "created",
     ]
     form = (

@@ -37,11 +37,18 @@ def _fn(step: StepRef) -> str:
 
 
 def is_evaluation(step: StepRef) -> bool:
-    return "marin.evaluation" in _fn(step) or step.name.split("/")[0].startswith("eval")
+    return not is_training(step) and ("marin.evaluation" in _fn(step) or step.name.split("/")[0].startswith("eval"))
 
 
 def is_training(step: StepRef) -> bool:
-    return "marin.training" in _fn(step) or step.name.split("/")[0].startswith("train")
+    """A train step: its function is marin.training's, or its config a TrainConfig (a training that scores
+    lm-eval tasks runs `marin.evaluation.harness_hook:train_with_harness`)."""
+    config_type = step.record.get("config_type")
+    return (
+        "marin.training" in _fn(step)
+        or (isinstance(config_type, str) and config_type.endswith(":TrainConfig"))
+        or step.name.split("/")[0].startswith("train")
+    )
 
 
 @dataclass

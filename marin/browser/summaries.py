@@ -104,14 +104,16 @@ class CurveOptions:
     """step | tokens | flops."""
     smooth: float = 0.0
     """EMA weight applied to training curves (evaluation points are never smoothed)."""
+    loglog: bool = False
+    """A forecast's chart on log-log axes (`?loglog=1`)."""
 
     @staticmethod
-    def from_query(x: str | None, smooth: str | None) -> CurveOptions:
+    def from_query(x: str | None, smooth: str | None, loglog: str | None = None) -> CurveOptions:
         try:
             weight = min(0.99, max(0.0, float(smooth))) if smooth else 0.0
         except ValueError:
             weight = 0.0
-        return CurveOptions(x if x in X_CHOICES else "step", weight)
+        return CurveOptions(x if x in X_CHOICES else "step", weight, loglog in ("1", "true", "yes"))
 
 
 def _x_values(rows: list[dict], axis: str, parameters: float | None) -> list[float | None]:
@@ -289,11 +291,13 @@ def results_table(data: Any) -> str:
     return out
 
 
-def forecast_summary(fs, full: str, size: int, root: int = 0, step_rel: str = "", checks=None) -> str:
+def forecast_summary(
+    fs, full: str, size: int, root: int = 0, step_rel: str = "", checks=None, loglog: bool = False
+) -> str:
     data = _load_json(fs, full, size, "forecast.json")
     if not isinstance(data, dict):
         raise ValueError("forecast.json: expected a JSON object")
-    return ladder_summary(data, root, step_rel, checks)
+    return ladder_summary(data, root, step_rel, checks, log_y=loglog)
 
 
 def check_summary(fs, full: str, size: int) -> str:
@@ -381,7 +385,7 @@ def step_summaries(
         try:
             size = files[name].get("size") or 0
             if render is forecast_summary:
-                body = render(fs, f"{step_full}/{name}", size, root, step_rel, checks)
+                body = render(fs, f"{step_full}/{name}", size, root, step_rel, checks, bool(curves and curves.loglog))
             elif render is train_summary:
                 body = render(fs, f"{step_full}/{name}", size, curves)
             else:

@@ -5,8 +5,15 @@ This is how a lab de-risks a big run: train a ladder of small models at compute-
 loss the big run should reach before paying for it. With the rungs' compute spread over orders of
 magnitude, the fit is done on C / C_ref (C_ref the geometric mean of the rungs' compute) so that the
 least-squares problem is well conditioned; `a` is reported for raw FLOPs. The interval is the spread of
-predictions under the fit's parameter covariance (drawn with `seed`); with exactly three rungs the law
-goes through every point and no interval can be given (it is null, with the reason).
+predictions under the fit's parameter covariance (drawn with `seed`), the draws kept only where the law
+is one (A, b > 0 and 0 <= c <= the lowest rung's loss): an unbounded Gaussian over a bounded fit gives
+intervals out to hundreds of nats. With exactly three rungs the law goes through every point and no
+interval can be given (it is null, with the reason).
+
+A fit the rungs do not constrain is said, never hidden: `constrained` is false and `notes` say why when the
+irreducible term c sits on a bound (0, or the lowest rung's loss: the rungs cannot tell the curvature),
+when there is no interval, or when the interval is wider than `max_interval_fraction` of the forecast.
+The same notes are the prediction's `interval_note` and are logged as warnings.
 
 Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals,
 prediction with its interval) and `forecast.png` (the rungs, the fitted law, the prediction).
@@ -49,6 +56,8 @@ class ForecastConfig(StepConfig):
     """Parameter draws used to form the interval."""
     seed: int = versioned_unless_default(0)
     """Seed of those draws."""
+    max_interval_fraction: float = versioned_unless_default(0.1)
+    """An interval wider than this fraction of the forecast marks the fit unconstrained (a note, not an error)."""
 
     def validate(self) -> None:
         if len(self.evaluations) < 3:
@@ -73,6 +82,16 @@ class Fit:
     reference_flops: float
     covariance: list[list[float]] | None
     """Covariance of (A, b, c), where A = a·reference_flops^(−b) is the coefficient on C / C_ref."""
+    c_ceiling: float | None = None
+    """The upper bound on c in the fit (the lowest rung's loss)."""
+
+    def c_on_bound(self, tolerance: float = 1e-3) -> str | None:
+        """'0' or 'the lowest rung loss' when c sits on that bound, else None."""
+        if self.c <= tolerance * max(self.c_ceiling or 1.0, 1.0):
+            return "0"
+        if self.c_ceiling is not None and self.c >= self.c_ceiling * (1 - tolerance):
+            return "the lowest rung's loss"
+        return None
 
     def predict(self, flops):
         import numpy as np
@@ -120,7 +139,7 @@ def fit_law(flops, losses) -> Fit:
         raise RuntimeError("the scaling-law fit did not converge from any starting point")
     _, (big_a, b, c), pcov = best
     covariance = pcov.tolist() if len(flops) > 3 and np.all(np.isfinite(pcov)) else None
-    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance)
+    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance, low)
 
 
 def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int, seed: int):
@@ -132,6 +151,12 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
     rng = np.random.default_rng(seed)
     big_a = fit.a * fit.reference_flops ** (-fit.b)
     draws = rng.multivariate_normal([big_a, fit.b, fit.c], np.asarray(fit.covariance), size=samples)
+    feasible = (draws[:, 0] > 0) & (draws[:, 1] > 0) & (draws[:, 2] >= 0)
+    if fit.c_ceiling is not None:
+        feasible &= draws[:, 2] <= fit.c_ceiling
+    if feasible.sum() < max(20, samples // 20):
+        return None
+    draws = draws[feasible]
     x = flops / fit.reference_flops
     preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2]
     tail = (1 - confidence) / 2
@@ -176,6 +201,7 @@ def forecast(config: ForecastConfig) -> dict:
         r["residual"] = r[config.metric] - r["fitted"]
     predicted = float(fit.predict(config.target_flops))
     interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
+    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction)
     out = {
         "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
         "metric": config.metric,
@@ -189,8 +215,11 @@ def forecast(config: ForecastConfig) -> dict:
             config.metric: predicted,
             "interval": list(interval) if interval else None,
             "confidence": config.confidence,
-            "interval_note": None if interval else "3 rungs fit a, b, c exactly: add rungs for an interval",
+            "interval_note": "; ".join(notes) or None,
+            "cost": target_cost(config.target_flops),
         },
+        "constrained": not notes,
+        "notes": notes,
     }
     fs, plain = url_to_fs(config.output_path)
     fs.makedirs(plain, exist_ok=True)
@@ -201,7 +230,47 @@ def forecast(config: ForecastConfig) -> dict:
     logger.info(
         "forecast at %.3g FLOPs: %s %.4f (interval %s)", config.target_flops, config.metric, predicted, interval
     )
+    for note in notes:
+        logger.warning("forecast not constrained by its rungs: %s", note)
     return out
+
+
+def target_cost(flops: float) -> dict:
+    """The target's cost at its compute (6·N·D FLOPs): device-hours on one CPU core and on one H100 at the
+    assumed MFU (marin.training.cost); the law knows C only, not the model, so 6·N·D is the count."""
+    from marin.training.cost import CostSettings, estimate
+
+    settings = CostSettings()
+    on = [estimate(flops, res, settings) for res in ({"cpu": 1}, {"gpu": 1})]
+    return {
+        "flops_6nd": flops,
+        "device_hours": {e["device"]: e["device_hours"] for e in on},
+        "peak_flops_per_s": {e["device"]: e["peak_flops_per_s"] for e in on},
+        "mfu": settings.mfu,
+    }
+
+
+def unconstrained_notes(fit: Fit, predicted: float, interval, rungs: int, max_fraction: float) -> list[str]:
+    """Why the rungs do not constrain the forecast (empty when they do)."""
+    notes = []
+    bound = fit.c_on_bound()
+    if bound is not None:
+        notes.append(
+            f"UNCONSTRAINED: the irreducible loss c = {fit.c:.3g} sits on its bound ({bound}); the rungs do not "
+            "show the curve's bend, so the extrapolation rests on the power law alone"
+        )
+    if interval is None:
+        notes.append(
+            "UNCONSTRAINED: 3 rungs fit a, b, c exactly: add rungs for an interval"
+            if rungs == 3
+            else "UNCONSTRAINED: the fit's covariance gives no interval (too few feasible parameter draws)"
+        )
+    elif interval[1] - interval[0] > max_fraction * abs(predicted):
+        notes.append(
+            f"UNCONSTRAINED: the {interval[0]:.3g}-{interval[1]:.3g} interval is wider than "
+            f"{max_fraction:.0%} of the forecast {predicted:.3g}"
+        )
+    return notes
 
 
 def plot(fit: Fit, rungs: list[dict], config: ForecastConfig, predicted: float, interval) -> bytes:

@@ -9,6 +9,10 @@ marin's BOS/EOS-adding tokenizers wrongly (docs/evaluation.md), so while a marin
 the compute precision), offline. The replacement is scoped to the training (put back on exit); trainings
 in one process take turns (`train._ONE_TRAINING_PER_PROCESS`), so no other training sees it.
 
+Training does not import this module: `train_with_harness(config)` is the step function of a training that
+scores tasks, and hands `harness_during_training` to `marin.training.train.train` as its `during_training`
+callback, so the dependency runs one way only (evaluation on training).
+
 Each metric is logged as `harness/<task>/<metric>` at the trainer's step; `metrics.jsonl` keeps them on
 that step's line.
 """
@@ -18,6 +22,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+
+from marin.training.config import TrainConfig
+from marin.training.train import train
 
 logger = logging.getLogger(__name__)
 
@@ -78,3 +85,8 @@ def harness_during_training(config, lev_config):
         yield run
     finally:
         levanter.eval_harness.lm_eval_harness = original
+
+
+def train_with_harness(config: TrainConfig) -> None:
+    """The train step, with `config.harness_tasks` scored every `config.harness_every_steps` steps."""
+    train(config, during_training=harness_during_training)

@@ -68,6 +68,23 @@ class IsoflopForecastConfig(StepConfig):
             raise ValueError(f"isoflop.confidence must be in (0, 1), got {self.confidence}")
 
 
+def target_cost(chosen: dict, vocab_size: int, tokens_per_step: int | None) -> dict:
+    """What the chosen target run costs: its model's FLOPs (3x forward per token, 6·N·D beside) and device-hours
+    on one CPU core and on one H100 at the assumed MFU (marin.training.cost)."""
+    from marin.training.cost import CostSettings, estimate, training_flops
+
+    tokens = chosen["steps"] * tokens_per_step if tokens_per_step and "steps" in chosen else chosen["tokens"]
+    flops = training_flops(LlamaModelConfig(**chosen["model"]), vocab_size, tokens)
+    settings = CostSettings()
+    on = {name: estimate(flops["flops"], res, settings) for name, res in (("cpu", {"cpu": 1}), ("gpu", {"gpu": 1}))}
+    return {
+        **flops,
+        "device_hours": {est["device"]: est["device_hours"] for est in on.values()},
+        "mfu": settings.mfu,
+        "peak_flops_per_s": {est["device"]: est["peak_flops_per_s"] for est in on.values()},
+    }
+
+
 def choose_config(
     candidates: list[LlamaModelConfig], vocab_size: int, flops: float, params_opt: float, tokens_per_step: int | None
 ) -> dict:
@@ -135,6 +152,7 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
             prediction["config"] = choose_config(
                 config.candidates, config.vocab_size, config.target_flops, predicted["params"], config.tokens_per_step
             )
+            prediction["cost"] = target_cost(prediction["config"], config.vocab_size, config.tokens_per_step)
     out = {
         "kind": "isoflop",
         "metric": "loss",

@@ -30,6 +30,7 @@ from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import LEFT_FOR_RERUN
 from marin.execution.lease import check_settings
+from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
@@ -486,6 +487,8 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
         print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
+    for line in plan_report_lines(decisions):
+        print(line, file=file)
 
 
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:

@@ -30,7 +30,10 @@ import posixpath
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import timedelta
+from typing import Any
 
 from marin.step_context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
@@ -328,11 +331,24 @@ def _is_under(path: str, folder: str) -> bool:
     return os.path.realpath(path).startswith(os.path.realpath(folder) + os.sep)
 
 
-def train(config: TrainConfig) -> None:
+DuringTraining = Callable[[TrainConfig, Any], AbstractContextManager[Any]]
+"""What runs around Levanter's loop: given the config and the `TrainLmConfig` built from it, a context that
+yields the `TrainLmConfig` to run (the same, or one with a hook added) and undoes whatever it set up on
+exit. The in-training lm-eval scorer is one (`marin.evaluation.harness_hook.train_with_harness` passes it)."""
+
+
+def train(config: TrainConfig, *, during_training: DuringTraining | None = None) -> None:
     """Train (or resume training) the model of `config`, writing into `config.output_path`.
 
     In a gang every host runs this; host 0 alone writes what is not written collectively (distributed.py).
+    `during_training` wraps Levanter's loop (see `DuringTraining`); a config with `harness_tasks` needs one
+    that scores them, so it fails here, before anything runs, without.
     """
+    if config.harness_tasks and during_training is None:
+        raise ValueError(
+            f"train.harness_tasks {list(config.harness_tasks)} are scored by a hook this function is not given: "
+            "run the step with fn=marin.evaluation.harness_hook.train_with_harness (default_train does)"
+        )
     distributed.initialize()  # before anything asks jax for its devices (the accelerator check does)
     primary = distributed.is_primary()
     check_accelerator(
@@ -382,8 +398,6 @@ def train(config: TrainConfig) -> None:
 
         if _ONE_TRAINING_PER_PROCESS.locked():
             logger.info("another training runs in this process: %s waits for it", run_id)
-        from marin.evaluation.harness_hook import harness_during_training
-
         wandb_sync = None
         if config.wandb_mode != "disabled":
             env["WANDB_DIR"] = live_wandb_dir()
@@ -392,7 +406,8 @@ def train(config: TrainConfig) -> None:
         with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
             try:
                 lev_config = levanter_config(config, tokenizer, parent, run_id)
-                with harness_during_training(config, lev_config) as run_config:
+                around = during_training(config, lev_config) if during_training else contextlib.nullcontext(lev_config)
+                with around as run_config:
                     train_lm.main(run_config)
             finally:
                 if config.wandb_mode != "disabled":

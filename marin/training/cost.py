@@ -1,0 +1,175 @@
+"""What a training or an evaluation costs, counted from the model config before anything runs.
+
+A forecast is worth having because the big run is expensive; the plan should say how expensive. The count
+here is the model's own: per token, a forward pass spends 2 FLOPs per weight of every matrix it multiplies
+by (the attention projections, the SwiGLU MLP's three matrices, the output logits; the embedding lookup
+is free), plus the attention itself, 2·seq_len·head_dim per head for the scores and as much again for the
+weighted sum of values (full context, as Kaplan et al. and Chinchilla count it). Training is three times
+the forward pass (the backward pass costs two). `6·N·D`, the usual shorthand with N every parameter, is
+reported beside it: the two part where the embeddings (counted by 6·N·D, not multiplied by) or the
+attention (multiplied, not counted by 6·N·D) weigh much, which for the tutorial's tiny models they do.
+
+Device time is FLOPs / (peak FLOP/s · MFU): `DEVICES` holds named devices' dense bf16 peaks (vendor
+figures), `DEFAULT_MFU` the model-FLOP utilisation assumed; both are shown beside every estimate and can be
+changed per call (`CostSettings`) or with `MARIN_MFU` and `MARIN_DEVICE_PEAKS` (JSON name -> FLOP/s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from marin.training.config import LlamaModelConfig
+
+DEVICES: dict[str, float] = {
+    "cpu-core": 5.0e10,
+    "nvidia-a100": 312e12,
+    "nvidia-h100": 989e12,
+    "nvidia-h200": 989e12,
+    "nvidia-b200": 2250e12,
+    "tpu-v4": 275e12,
+    "tpu-v5e": 197e12,
+    "tpu-v5p": 459e12,
+    "tpu-v6e": 918e12,
+}
+"""Peak dense bf16 FLOP/s per device (vendor figures; a CPU core: an AVX2 core's fp32 order of magnitude)."""
+
+DEFAULT_MFU = 0.4
+"""Model-FLOP utilisation assumed for accelerators (a well-tuned LLM training reaches 0.35-0.55)."""
+
+_ACCELERATOR_NAMES = {
+    "a100": "nvidia-a100",
+    "h100": "nvidia-h100",
+    "h200": "nvidia-h200",
+    "b200": "nvidia-b200",
+    "tpu-v4": "tpu-v4",
+    "v4": "tpu-v4",
+    "tpu-v5e": "tpu-v5e",
+    "v5e": "tpu-v5e",
+    "v5litepod": "tpu-v5e",
+    "tpu-v5p": "tpu-v5p",
+    "v5p": "tpu-v5p",
+    "tpu-v6e": "tpu-v6e",
+    "v6e": "tpu-v6e",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostSettings:
+    """The assumptions behind a device-time estimate."""
+
+    devices: dict[str, float] = field(default_factory=lambda: dict(DEVICES))
+    """Device name -> peak FLOP/s."""
+    mfu: float = DEFAULT_MFU
+    """Fraction of the peak a training reaches (0 < mfu <= 1)."""
+    gpu_device: str = "nvidia-h100"
+    """The device a step asking for GPUs without an `accelerator_type` is assumed to get."""
+    tpu_device: str = "tpu-v4"
+    """The device a step asking for TPUs without an `accelerator_type` is assumed to get."""
+
+    def __post_init__(self):
+        if not 0 < self.mfu <= 1:
+            raise ValueError(f"CostSettings.mfu must be in (0, 1], got {self.mfu}")
+        for name in (self.gpu_device, self.tpu_device):
+            if name not in self.devices:
+                raise ValueError(f"CostSettings: device {name!r} is not in the table {sorted(self.devices)}")
+
+    @classmethod
+    def from_env(cls) -> CostSettings:
+        """The defaults, with `MARIN_MFU` and `MARIN_DEVICE_PEAKS` (JSON) applied."""
+        devices = dict(DEVICES)
+        peaks = os.environ.get("MARIN_DEVICE_PEAKS")
+        if peaks:
+            try:
+                devices.update({str(k): float(v) for k, v in json.loads(peaks).items()})
+            except (ValueError, AttributeError) as e:
+                raise ValueError(f"MARIN_DEVICE_PEAKS must be a JSON object of name -> FLOP/s: {e}") from e
+        mfu = os.environ.get("MARIN_MFU")
+        try:
+            return cls(devices=devices, mfu=float(mfu) if mfu else DEFAULT_MFU)
+        except ValueError as e:
+            raise ValueError(f"MARIN_MFU={mfu!r}: {e}") from e
+
+
+def forward_flops_per_token(model: LlamaModelConfig, vocab_size: int) -> dict[str, float]:
+    """A forward pass's FLOPs per token, by part (`matmul`, `attention`, `logits`) and in `total`."""
+    h, m, hd, layers = model.hidden_dim, model.intermediate_dim, model.head_dim, model.num_layers
+    projections = 2 * (h * model.num_heads * hd * 2 + h * model.num_kv_heads * hd * 2)
+    mlp = 2 * 3 * h * m
+    attention = 2 * 2 * model.seq_len * model.num_heads * hd
+    parts = {
+        "matmul": float(layers * (projections + mlp)),
+        "attention": float(layers * attention),
+        "logits": float(2 * h * vocab_size),
+    }
+    return {**parts, "total": sum(parts.values())}
+
+
+def training_flops(model: LlamaModelConfig, vocab_size: int, tokens: float) -> dict[str, float]:
+    """FLOPs of training on `tokens` tokens (3x the forward pass), and 6·N·D beside them."""
+    per_token = 3 * forward_flops_per_token(model, vocab_size)["total"]
+    params = model.parameter_count(vocab_size)
+    return {
+        "parameters": float(params),
+        "tokens": float(tokens),
+        "flops_per_token": per_token,
+        "flops": per_token * tokens,
+        "flops_6nd": 6.0 * params * tokens,
+    }
+
+
+def evaluation_flops(model: LlamaModelConfig, vocab_size: int, tokens: float | None) -> dict[str, float | None]:
+    """FLOPs of one forward pass over `tokens` tokens (None when the count is not known yet)."""
+    per_token = forward_flops_per_token(model, vocab_size)["total"]
+    params = model.parameter_count(vocab_size)
+    return {
+        "parameters": float(params),
+        "tokens": None if tokens is None else float(tokens),
+        "flops_per_token": per_token,
+        "flops": None if tokens is None else per_token * tokens,
+        "flops_6nd": None if tokens is None else 2.0 * params * tokens,
+    }
+
+
+def device_of(resources: dict, settings: CostSettings) -> tuple[str, float]:
+    """(device name, how many) a step's resources (a `ResourceConfig` as a dict) ask for, per host x hosts."""
+    hosts = int(resources.get("hosts") or 1)
+    label = str(resources.get("accelerator_type") or "").lower()
+    named = next((v for k, v in _ACCELERATOR_NAMES.items() if k in label), None) if label else None
+    if resources.get("tpu"):
+        return named or settings.tpu_device, float(resources["tpu"]) * hosts
+    if resources.get("gpu"):
+        return named or settings.gpu_device, float(resources["gpu"]) * hosts
+    return "cpu-core", float(resources.get("cpu") or 1) * hosts
+
+
+def estimate(flops: float | None, resources: dict, settings: CostSettings) -> dict:
+    """Device-seconds and wall-clock hours of `flops` on the devices `resources` ask for."""
+    device, count = device_of(resources, settings)
+    peak = settings.devices[device]
+    seconds = None if flops is None else flops / (peak * settings.mfu)
+    return {
+        "device": device,
+        "devices": count,
+        "peak_flops_per_s": peak,
+        "mfu": settings.mfu,
+        "device_seconds": seconds,
+        "device_hours": None if seconds is None else seconds / 3600,
+        "wall_hours": None if seconds is None else seconds / 3600 / max(count, 1e-9),
+    }
+
+
+def realised(estimated: dict, flops: float | None, device_seconds: float) -> dict:
+    """A finished run beside its estimate: measured device-seconds, realised FLOP/s per device and MFU."""
+    per_device = flops / device_seconds if flops and device_seconds > 0 else None
+    return {
+        "measured_device_seconds": device_seconds,
+        "realised_flops_per_s": per_device,
+        "realised_mfu": None if per_device is None else per_device / estimated["peak_flops_per_s"],
+        "estimate_ratio": (
+            None
+            if not estimated.get("device_seconds") or device_seconds <= 0
+            else device_seconds / estimated["device_seconds"]
+        ),
+    }
