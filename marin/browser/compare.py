@@ -2,56 +2,21 @@
 
 Versions of a step are the sibling folders `<name>-<hash8>` in the same parent folder, so
 the comparison needs no experiment record: any two runs of `train/tiny` with different
-versioned configs are found from either one's step page.
+versioned configs are found from either one's step page (`versions.compare_links`).
 """
 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
 from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
-from marin.browser.storage import list_dir
+from marin.browser.step_pages import read_step
 from marin.browser.summaries import metric_series, read_metrics, results_table
 from marin.browser.svg import line_plot
-from marin.storage.layout import HASH_PATTERN
-
-HASHED = HASH_PATTERN
-
-
-def compare_links(roots, index: int, rel: str) -> str:
-    """Buttons to compare this step with its other versions (sibling folders `<name>-<other hash>`)."""
-    m = HASHED.match(rel.rsplit("/", 1)[-1])
-    if not m:
-        return ""
-    root = roots.get(index)
-    parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-    try:
-        siblings = list_dir(root.fs, root.join(parent))
-    except FileNotFoundError:
-        return ""
-    others = []
-    for e in siblings:
-        nm = e["name"].rstrip("/").rsplit("/", 1)[-1]
-        mm = HASHED.match(nm)
-        if e.get("type") == "directory" and mm and mm["base"] == m["base"] and nm != m.string:
-            other = f"{parent}/{nm}" if parent else nm
-            others.append(
-                f'<a class="btn" href="{esc(f"/compare/{index}?" + urlencode({"a": rel, "b": other}))}">'
-                f"compare with {esc(mm['hash'])}</a>"
-            )
-    if not others:
-        return ""
-    return (
-        '<div class="toolbar compare-links"><span class="muted">other versions of this step:</span>'
-        + "".join(others)
-        + "</div>"
-    )
 
 
 def compare_page(roots, index: int, a: str, b: str) -> str:
     roots.resolve(index, a), roots.resolve(index, b)  # refuse either before reading anything
-    from marin.browser.step_pages import read_step  # step_pages links here; import late to avoid a cycle
 
     sa, sb = read_step(roots, index, a, None), read_step(roots, index, b, None)
     na, nb = sa["info"].get("name") or a, sb["info"].get("name") or b
