@@ -38,8 +38,9 @@ class ExecutorMainConfig:
     """Rerun succeeded steps whose function's code changed since."""
     max_concurrent: int | None = None
     """At most this many steps at once (default: the backend's)."""
-    backend: str = "ray"
-    """'ray' (default) or 'local' (threads in this process, for pdb)."""
+    backend: str = "auto"
+    """'auto' (default: Ray for steps that declare resources or when a cluster is given, threads for the
+    rest), 'ray' (every step a Ray task) or 'local' (every step a thread of this process, for pdb)."""
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
 
@@ -48,7 +49,7 @@ FLAG_VALUES = {
     "prefix": "PATH",
     "run_only": "REGEX...",
     "max_concurrent": "N",
-    "backend": "ray|local",
+    "backend": "auto|ray|local",
     "ray_address": "ADDRESS",
 }
 """What follows each flag in `--help` (booleans take nothing)."""
