@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+from marin.browser.charts import Chart
 from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
 from marin.browser.step_pages import read_step
-from marin.browser.summaries import metric_series, read_metrics, results_table
-from marin.browser.svg import line_plot
+from marin.browser.summaries import is_eval, metric_series, read_metrics, results_table
+from marin.browser.svg import PALETTE
 
 
 def compare_page(roots, index: int, a: str, b: str) -> str:
@@ -58,16 +59,20 @@ def compare_page(roots, index: int, a: str, b: str) -> str:
         + table(["field", f"A · {ha}", f"B · {hb}"], rows, cls="data cfgdiff only-diff", tid="cfgdiff", sortable=False)
     )
     metrics = ""
-    series = []
-    for label, st in (("A", sa), ("B", sb)):
+    chart = Chart(x_label="step", y_label="loss", css_class="plot loss-curve compare")
+    for i, (label, st) in enumerate((("A", sa), ("B", sb))):
         _, outputs_full, outputs = st["outputs"]
         entry = outputs.get("metrics.jsonl")
         if entry:
             mrows, _ = read_metrics(st["root"].fs, outputs_full + "/metrics.jsonl", entry.get("size") or 0)
             for k, pts in sorted(metric_series(mrows, lambda key: "loss" in key.lower()).items()):
-                series.append((f"{label}: {k}", pts))
-    if series:
-        metrics = "<h2>Metrics</h2>" + line_plot(series, y_label="loss", css_class="plot loss-curve compare")
+                color = PALETTE[(2 * i + is_eval(k)) % len(PALETTE)]
+                if is_eval(k):
+                    chart.points(f"{label}: {k} (in-training eval)", pts, css="eval", color=color)
+                else:
+                    chart.line(f"{label}: {k}", pts, css="train", color=color)
+    if chart.series:
+        metrics = "<h2>Metrics</h2>" + chart.render()
     results = ""
     if "results.json" in sa["files"] or "results.json" in sb["files"]:
         cols = []
