@@ -48,3 +48,14 @@ def test_the_evaluation_steps_results_say_they_are_a_different_computation(tmp_p
     (tmp_path / "results.json").write_text(json.dumps(results))
     html = results_summary(fsspec.filesystem("file"), str(tmp_path / "results.json"), 200)
     assert "Scored by this evaluation step" in html and "max_eval_batches" in html
+
+
+def test_a_constant_series_up_to_float_noise_draws_at_once(tmp_path):
+    """A learning rate of 3e-3 logged as 0.003 and 0.0030000000000000005 once looped forever in the ticks."""
+    from marin.browser.svg import nice_ticks
+
+    assert nice_ticks(0.003, 0.003 + 4e-19) == [] or len(nice_ticks(0.003, 0.003 + 4e-19)) <= 2
+    rows = [{"step": s, "loss": 3.0 - s / 10, "lr": 0.003 if s % 2 else 0.0030000000000000005} for s in range(10)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = train_summary(fsspec.filesystem("file"), str(tmp_path / "metrics.jsonl"), 10_000, CurveOptions())
+    assert 'class="plot lr-curve"' in html

@@ -356,11 +356,10 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=10 * mag)
     start = math.ceil(lo / step) * step
-    ticks, t = [], start
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    return ticks
+    count = math.floor((hi - start) / step + 1e-9) + 1
+    if not 0 < count <= 1000:  # a span below float resolution (start + step == start) has no ticks to draw
+        return []
+    return list(dict.fromkeys(round(start + k * step, 12) for k in range(count)))
 
 
 def fmt_tick(v: float, digits: int = 6) -> str:
