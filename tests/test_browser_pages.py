@@ -230,7 +230,10 @@ def test_compare_shows_config_differences_and_both_loss_curves(client, lab):
     _, names = lab
     html = client.get("/compare/0", params={"a": names["train"], "b": names["train_old"]}).text
     assert "4 of 5 fields differ" in html  # lr, steps, hold and output_path; not the data
-    assert html.count('<polyline class="line"') == 4
+    assert html.count('<polyline class="line train"') == 2  # each version's training loss, as a line
+    assert 'data-series="A: eval/loss (in-training eval)"' in html  # evaluations as points, never a line
+    assert 'class="marker eval" data-series="B: eval/loss (in-training eval)"' in html
+    assert 'polyline class="line train" data-series="A: eval/loss' not in html
 
 
 def test_log_api_returns_appended_text_from_an_offset(client, lab):
