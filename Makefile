@@ -14,8 +14,11 @@ setup: .venv/.marin-setup
 
 browser-deps:
 	@scripts/ensure_chromium.sh
+	@scripts/ensure_graphviz.sh
 
+# graphviz draws the browser's DAGs; without it (no root to install it) the browser falls back to its own layout
 run: setup
+	@scripts/ensure_graphviz.sh || echo "continuing without graphviz: marin browse draws DAGs with its own layout"
 	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps

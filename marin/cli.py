@@ -245,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force_run_failed", action="store_true", help="rerun steps that FAILED before")
     p.add_argument("--rerun_code_changed", action="store_true", help="rerun succeeded steps whose code changed")
     p.add_argument("--max_concurrent", type=int, default=None, help="at most this many steps at once")
-    p.add_argument("--backend", choices=("ray", "local"), default=None, help="ray (default) or local threads")
+    p.add_argument(
+        "--backend", choices=("auto", "ray", "local"), default=None, help="auto (default), ray or local threads"
+    )
     p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
     p.add_argument(
         "--cache_from",

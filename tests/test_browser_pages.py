@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
 from marin.browser.previews import read_jsonl_page
-from marin.browser.svg import MAX_DAG_WIDTH, dag_svg, layout
+from marin.browser.svg import DAG_BOX_H, DAG_BOX_W, dag_svg, layout
 from tests.browser_pipeline import lab_prefix
 
 
@@ -230,7 +230,10 @@ def test_compare_shows_config_differences_and_both_loss_curves(client, lab):
     _, names = lab
     html = client.get("/compare/0", params={"a": names["train"], "b": names["train_old"]}).text
     assert "4 of 5 fields differ" in html  # lr, steps, hold and output_path; not the data
-    assert html.count('<polyline class="line"') == 4
+    assert html.count('<polyline class="line train"') == 2  # each version's training loss, as a line
+    assert 'data-series="A: eval/loss (in-training eval)"' in html  # evaluations as points, never a line
+    assert 'class="marker eval" data-series="B: eval/loss (in-training eval)"' in html
+    assert 'polyline class="line train" data-series="A: eval/loss' not in html
 
 
 def test_log_api_returns_appended_text_from_an_offset(client, lab):
@@ -329,9 +332,18 @@ def _edge_samples(d: str, n: int = 24) -> list[tuple[float, float]]:
     return points
 
 
+@pytest.mark.parametrize("engine", ["dot", "layered"])
 @pytest.mark.parametrize("chain", [4, 12])
-def test_dag_edges_never_pass_through_a_step_and_long_dags_turn_to_fit_the_page(chain):
-    """b -> d skips c's layer: drawn straight along the row, that edge crossed c (deduped -> tokenized did)."""
+def test_dag_edges_never_pass_through_a_step_and_long_dags_fit_the_box(chain, engine, monkeypatch):
+    """b -> d skips c's layer: drawn straight along the row, that edge crossed c (deduped -> tokenized did).
+
+    'layered' is the drawing where Graphviz is missing (no `dot` on PATH): the page is still served.
+    """
+    from marin.browser.svg import dot_layout
+
+    if engine == "layered":
+        monkeypatch.setenv("PATH", "")
+    dot_layout.cache_clear()
     names = [f"s{i}" for i in range(chain)]
     steps = [
         {"id": n, "label": n, "sub": "", "state": "SUCCESS", "href": "#", "deps": [], "pseudo_deps": []} for n in names
@@ -351,9 +363,9 @@ def test_dag_edges_never_pass_through_a_step_and_long_dags_turn_to_fit_the_page(
         }
     )
     svg = dag_svg(steps)
-    width = float(re.search(r'width="(\d+)"', svg)[1])
-    assert width <= MAX_DAG_WIDTH
-    assert ("dag across" in svg) == (chain == 4)
+    width, height = map(float, re.search(r'width="(\d+)" height="(\d+)"', svg).groups())
+    assert width <= DAG_BOX_W and (height <= DAG_BOX_H or engine == "layered")  # the fallback may scroll
+    assert f'data-engine="{engine}"' in svg
     rects = [
         tuple(map(float, m)) for m in re.findall(r'<rect x="([\d.]+)" y="([\d.]+)" width="(\d+)" height="(\d+)"', svg)
     ]

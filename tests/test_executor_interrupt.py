@@ -60,7 +60,7 @@ def check_left_for_a_rerun(prefix: str, started: str, release: str, log: str) ->
     assert outcomes == {"interrupt/first": "INTERRUPTED", "interrupt/second": "NOT_RUN"}
 
 
-@pytest.mark.parametrize("backend", ["local", "ray"])
+@pytest.mark.parametrize("backend", ["local", "ray", "auto"])
 def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tmp_path, backend):
     prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
     proc = start(prefix, started, release, backend)

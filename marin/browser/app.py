@@ -88,7 +88,7 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
 
     async def step(request: Request) -> Response:
         qp = request.query_params
-        curves = CurveOptions.from_query(qp.get("x"), qp.get("smooth"), qp.get("loglog"))
+        curves = CurveOptions.from_query(qp.get("x"), qp.get("smooth"), qp.get("loglog"), qp.get("logy"))
         return _html(await _run(step_page, rs, root_index(request), request.path_params["path"], qp.get("exp"), curves))
 
     async def tree(request: Request) -> Response:

@@ -110,9 +110,9 @@ class Chart:
         fy = math.log10 if self.log_y else float
         x0, x1 = fx(min(xs)), fx(max(xs))
         y0, y1 = fy(min(ys)), fy(max(ys))
-        if x1 == x0:
+        if x1 - x0 <= 1e-9 * max(abs(x0), abs(x1)):
             x0, x1 = x0 - 0.5, x1 + 0.5
-        if y1 == y0:
+        if y1 - y0 <= 1e-9 * max(abs(y0), abs(y1)):  # flat (a constant learning rate, up to float noise)
             y0, y1 = y0 - (abs(y0) * 0.05 or 0.5), y1 + (abs(y1) * 0.05 or 0.5)
         px, py = (x1 - x0) * 0.04, (y1 - y0) * 0.06
         x0, x1, y0, y1 = x0 - px, x1 + px, y0 - py, y1 + py

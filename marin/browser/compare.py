@@ -2,56 +2,22 @@
 
 Versions of a step are the sibling folders `<name>-<hash8>` in the same parent folder, so
 the comparison needs no experiment record: any two runs of `train/tiny` with different
-versioned configs are found from either one's step page.
+versioned configs are found from either one's step page (`versions.compare_links`).
 """
 
 from __future__ import annotations
 
 import json
-from urllib.parse import urlencode
 
+from marin.browser.charts import Chart
 from marin.browser.html import error_box, esc, flatten, fmt_duration, fmt_num, page, state_badge, table, url_step
-from marin.browser.storage import list_dir
-from marin.browser.summaries import metric_series, read_metrics, results_table
-from marin.browser.svg import line_plot
-from marin.storage.layout import HASH_PATTERN
-
-HASHED = HASH_PATTERN
-
-
-def compare_links(roots, index: int, rel: str) -> str:
-    """Buttons to compare this step with its other versions (sibling folders `<name>-<other hash>`)."""
-    m = HASHED.match(rel.rsplit("/", 1)[-1])
-    if not m:
-        return ""
-    root = roots.get(index)
-    parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-    try:
-        siblings = list_dir(root.fs, root.join(parent))
-    except FileNotFoundError:
-        return ""
-    others = []
-    for e in siblings:
-        nm = e["name"].rstrip("/").rsplit("/", 1)[-1]
-        mm = HASHED.match(nm)
-        if e.get("type") == "directory" and mm and mm["base"] == m["base"] and nm != m.string:
-            other = f"{parent}/{nm}" if parent else nm
-            others.append(
-                f'<a class="btn" href="{esc(f"/compare/{index}?" + urlencode({"a": rel, "b": other}))}">'
-                f"compare with {esc(mm['hash'])}</a>"
-            )
-    if not others:
-        return ""
-    return (
-        '<div class="toolbar compare-links"><span class="muted">other versions of this step:</span>'
-        + "".join(others)
-        + "</div>"
-    )
+from marin.browser.step_pages import read_step
+from marin.browser.summaries import is_eval, metric_series, read_metrics, results_table
+from marin.browser.svg import PALETTE
 
 
 def compare_page(roots, index: int, a: str, b: str) -> str:
     roots.resolve(index, a), roots.resolve(index, b)  # refuse either before reading anything
-    from marin.browser.step_pages import read_step  # step_pages links here; import late to avoid a cycle
 
     sa, sb = read_step(roots, index, a, None), read_step(roots, index, b, None)
     na, nb = sa["info"].get("name") or a, sb["info"].get("name") or b
@@ -93,16 +59,20 @@ def compare_page(roots, index: int, a: str, b: str) -> str:
         + table(["field", f"A · {ha}", f"B · {hb}"], rows, cls="data cfgdiff only-diff", tid="cfgdiff", sortable=False)
     )
     metrics = ""
-    series = []
-    for label, st in (("A", sa), ("B", sb)):
+    chart = Chart(x_label="step", y_label="loss", css_class="plot loss-curve compare")
+    for i, (label, st) in enumerate((("A", sa), ("B", sb))):
         _, outputs_full, outputs = st["outputs"]
         entry = outputs.get("metrics.jsonl")
         if entry:
             mrows, _ = read_metrics(st["root"].fs, outputs_full + "/metrics.jsonl", entry.get("size") or 0)
             for k, pts in sorted(metric_series(mrows, lambda key: "loss" in key.lower()).items()):
-                series.append((f"{label}: {k}", pts))
-    if series:
-        metrics = "<h2>Metrics</h2>" + line_plot(series, y_label="loss", css_class="plot loss-curve compare")
+                color = PALETTE[(2 * i + is_eval(k)) % len(PALETTE)]
+                if is_eval(k):
+                    chart.points(f"{label}: {k} (in-training eval)", pts, css="eval", color=color)
+                else:
+                    chart.line(f"{label}: {k}", pts, css="train", color=color)
+    if chart.series:
+        metrics = "<h2>Metrics</h2>" + chart.render()
     results = ""
     if "results.json" in sa["files"] or "results.json" in sb["files"]:
         cols = []

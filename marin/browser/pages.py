@@ -201,6 +201,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
         {
             "id": s.rel,
             "label": s.name,
+            "hash": s.hash,
             "sub": f"{s.hash} · {STATE_LABEL.get(s.state, s.state)}",
             "state": s.state,
             "href": url_step(index, s.rel, exp=rel),

@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from marin.browser import previews
-from marin.browser.compare import compare_links
 from marin.browser.document_pages import search_form, search_results
 from marin.browser.documents import DocQuery
 from marin.browser.html import (
@@ -48,6 +47,7 @@ from marin.browser.records import (
 from marin.browser.results import forecast_checks
 from marin.browser.storage import list_dir
 from marin.browser.summaries import CurveOptions, step_summaries
+from marin.browser.versions import compare_links
 from marin.storage.layout import (
     ATTEMPT_PREFIX,
     HASH_PATTERN,

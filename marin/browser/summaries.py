@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 from marin.browser.charts import Chart, ema
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
 from marin.browser.ladder import check_lines, ladder_summary
-from marin.browser.svg import PALETTE, line_plot
+from marin.browser.svg import PALETTE
 
 SMALL_MAX = 4 << 20
 METRICS_MAX = 32 << 20
@@ -82,9 +82,26 @@ def _is_bpb(k: str) -> bool:
     return "bpb" in k.lower()
 
 
-def _is_eval(k: str) -> bool:
+def is_eval(k: str) -> bool:
     low = k.lower()
     return low.startswith("eval") or "/eval" in low or "eval_" in low or "eval/" in low
+
+
+def _is_throughput(k: str) -> bool:
+    return k == "tokens_per_second" or k.endswith("/tokens_per_second")
+
+
+def _is_grad_norm(k: str) -> bool:
+    low = k.lower()
+    return "grad_norm" in low or "grad/norm" in low or "gradient_norm" in low
+
+
+def _is_mfu(k: str) -> bool:
+    return "mfu" in k.lower()
+
+
+def _has(rows: list[dict], want) -> bool:
+    return any(want(k) for row in rows for k in flatten(row))
 
 
 def _is_lr(k: str) -> bool:
@@ -106,14 +123,19 @@ class CurveOptions:
     """EMA weight applied to training curves (evaluation points are never smoothed)."""
     loglog: bool = False
     """A forecast's chart on log-log axes (`?loglog=1`)."""
+    log_y: bool = False
+    """Loss, bits per byte, learning rate and throughput on log y axes (`?logy=1`)."""
 
     @staticmethod
-    def from_query(x: str | None, smooth: str | None, loglog: str | None = None) -> CurveOptions:
+    def from_query(
+        x: str | None, smooth: str | None, loglog: str | None = None, logy: str | None = None
+    ) -> CurveOptions:
         try:
             weight = min(0.99, max(0.0, float(smooth))) if smooth else 0.0
         except ValueError:
             weight = 0.0
-        return CurveOptions(x if x in X_CHOICES else "step", weight, loglog in ("1", "true", "yes"))
+        yes = ("1", "true", "yes")
+        return CurveOptions(x if x in X_CHOICES else "step", weight, loglog in yes, logy in yes)
 
 
 def _x_values(rows: list[dict], axis: str, parameters: float | None) -> list[float | None]:
@@ -145,30 +167,42 @@ def _curves(rows: list[dict], xs: list[float | None], want) -> dict[str, list[tu
 
 def _controls(options: CurveOptions, have_flops: bool) -> str:
     def link(label: str, **change) -> str:
-        merged = {"x": options.x, "smooth": options.smooth, **change}
-        query = {k: v for k, v in merged.items() if v not in ("step", 0.0)}
+        merged = {"x": options.x, "smooth": options.smooth, "logy": int(options.log_y), **change}
+        query = {k: v for k, v in merged.items() if v not in ("step", 0.0, 0)}
         href = "?" + urlencode(query) if query else "?"
-        on = all(getattr(options, k) == v for k, v in change.items())
+        on = all(getattr(options, "log_y" if k == "logy" else k) == v for k, v in change.items())
         return f'<a class="{"on" if on else ""}" href="{esc(href)}">{esc(label)}</a>'
 
     axes = [link(label, x=key) for key, label in X_CHOICES.items() if key != "flops" or have_flops]
     smooth = [link("none" if w == 0 else f"{w:g}", smooth=w) for w in SMOOTH_CHOICES]
+    y_axis = [link("linear", logy=0), link("log", logy=1)]
     return (
         '<div class="plot-controls"><span class="muted">x axis:</span>'
         + " ".join(axes)
         + '<span class="muted">smoothing:</span>'
         + " ".join(smooth)
+        + '<span class="muted">y axis:</span>'
+        + " ".join(y_axis)
         + "</div>"
     )
 
 
-def _chart(rows, xs, want, options: CurveOptions, y_label: str, css: str) -> str | None:
+def _chart(
+    rows, xs, want, options: CurveOptions, y_label: str, css: str, eval_label=lambda k: k, height: int = 320
+) -> str | None:
     series = _curves(rows, xs, want)
     if not series:
         return None
-    chart = Chart(x_label=X_CHOICES[options.x], y_label=y_label, log_x=options.x == "flops", css_class=css)
-    train = {k: v for k, v in sorted(series.items()) if not _is_eval(k)}
-    evals = {k: v for k, v in sorted(series.items()) if _is_eval(k)}
+    chart = Chart(
+        x_label=X_CHOICES[options.x],
+        y_label=y_label + (" (log)" if options.log_y else ""),
+        log_x=options.x == "flops",
+        log_y=options.log_y,
+        css_class=css,
+        height=height,
+    )
+    train = {k: v for k, v in sorted(series.items()) if not is_eval(k)}
+    evals = {eval_label(k): v for k, v in sorted(series.items()) if is_eval(k)}
     for i, (name, points) in enumerate(train.items()):
         color = PALETTE[i % len(PALETTE)]
         if options.smooth > 0:
@@ -187,19 +221,43 @@ def train_summary(fs, full: str, size: int, options: CurveOptions | None = None)
     out = [error_box(warn)] if warn else []
     if not rows:
         return "".join(out) + note("metrics.jsonl has no rows yet")
-    parameters = _parameter_count(fs, full.rsplit("/", 1)[0])
+    folder = full.rsplit("/", 1)[0]
+    parameters = _parameter_count(fs, folder)
     axis = options.x if options.x != "flops" or parameters else "step"
-    options = CurveOptions(axis, options.smooth)
+    options = CurveOptions(axis, options.smooth, options.loglog, options.log_y)
     xs = _x_values(rows, axis, parameters)
     out.append(_controls(options, parameters is not None))
-    losses = _chart(rows, xs, lambda k: _is_loss(k) and not _is_bpb(k), options, "loss", "plot loss-curve")
+    batches = _max_eval_batches(fs, folder)
+    in_training = "all batches" if batches is None else f"{batches} batch{'es' if batches != 1 else ''}"
+
+    def eval_label(k: str) -> str:
+        return f"{k} (in-training eval, {in_training})"
+
+    losses = _chart(rows, xs, lambda k: _is_loss(k) and not _is_bpb(k), options, "loss", "plot loss-curve", eval_label)
     out.append(losses or note("no loss column in metrics.jsonl"))
-    bpb = _chart(rows, xs, _is_bpb, options, "bits per byte", "plot bpb-curve")
+    bpb = _chart(rows, xs, _is_bpb, options, "bits per byte", "plot bpb-curve", eval_label)
     if bpb:
         out.append(bpb)
-    lrs = metric_series(rows, _is_lr)
-    if lrs:
-        out.append(line_plot(sorted(lrs.items()), y_label="learning rate", height=200, css_class="plot lr-curve"))
+    if any(is_eval(k) for row in rows for k in row):
+        out.append(
+            '<p class="muted eval-note">Points marked <i>in-training eval</i> are Levanter\'s evaluation during '
+            f"training: the validation set's first {esc(in_training)} of packed sequences "
+            "(<code>max_eval_batches</code>) at the steps it evaluated. The evaluation step scores the final "
+            "checkpoint on every document of the split, document by document, so its loss and bits per byte "
+            "(on its own page) differ from these.</p>"
+        )
+    lr = _chart(rows, xs, _is_lr, options, "learning rate", "plot lr-curve", height=200)
+    if lr:
+        out.append(lr)
+    throughput = _chart(rows, xs, _is_throughput, options, "tokens / s", "plot throughput-curve", height=220)
+    if throughput:
+        out.append(throughput)
+    grad = _chart(rows, xs, _is_grad_norm, options, "gradient norm", "plot grad-norm-curve", height=220)
+    if grad:
+        out.append(grad)
+    absent = [name for name, want in (("gradient norm", _is_grad_norm), ("MFU", _is_mfu)) if not _has(rows, want)]
+    if absent:
+        out.append(note(f"not in this step's metrics.jsonl: {', '.join(absent)}"))
     last = flatten(rows[-1])
     items = [(k, fmt_num(v)) for k, v in last.items() if not isinstance(v, dict | list)]
     out.append("<h4>Last logged row</h4>" + kv_table(items[:24]))
@@ -214,6 +272,16 @@ def _parameter_count(fs, folder: str) -> float | None:
         return None
     value = info.get("parameter_count") if isinstance(info, dict) else None
     return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _max_eval_batches(fs, folder: str) -> int | None:
+    """`max_eval_batches` of the train step's config (its `.executor_info`); Levanter's default of 8 if unreadable."""
+    try:
+        info = json.loads(fs.cat_file(f"{folder}/.executor_info"))
+        value = (info.get("config") or {}).get("max_eval_batches", 8)
+    except (OSError, ValueError, AttributeError):
+        return 8
+    return value if isinstance(value, int) or value is None else 8
 
 
 def stats_summary(fs, full: str, size: int) -> str:
@@ -257,7 +325,15 @@ def provenance_summary(fs, full: str, size: int) -> str:
 
 def results_summary(fs, full: str, size: int) -> str:
     data = _load_json(fs, full, size, "results.json")
-    return results_table(data)
+    out = results_table(data)
+    if isinstance(data, dict) and "checkpoint" in data and "datasets" in data:
+        out += (
+            '<p class="muted eval-note">Scored by this evaluation step: the checkpoint above on every document of '
+            "the split (up to <code>max_documents</code>), document by document. The train step's page also "
+            "shows <code>eval_loss</code>/<code>eval_bpb</code>: Levanter's in-training estimate on its first "
+            "<code>max_eval_batches</code> batches of packed sequences, a different computation.</p>"
+        )
+    return out
 
 
 def results_table(data: Any) -> str:

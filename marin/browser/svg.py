@@ -1,6 +1,13 @@
 """Server-side SVG: the experiment DAG and line plots (loss curves), no JavaScript library.
 
-The DAG is laid out in layers by longest path from the sources (a step sits one layer after
+The DAG is laid out by Graphviz's `dot` (Debian's `graphviz`, installed by
+`scripts/ensure_graphviz.sh`): layered ranks, few crossings, splines routed around the nodes. Both
+orientations are laid out and the one that fits the page's DAG box at the larger scale is drawn,
+each node as wide as its label, labels made distinct (`distinct_labels`). Where `dot` is missing (or
+fails, or the DAG is too large for it to be quick) the page is still served, laid out by this
+module's own layering:
+
+The fallback DAG is laid out in layers by longest path from the sources (a step sits one layer after
 its deepest dependency); an edge that skips layers passes through a slot of its own in each
 (a virtual node), so no edge is drawn through a step; slots inside a layer follow the mean slot
 of what feeds them, which keeps chains straight and costs O(steps + edges + skipped layers): a
@@ -11,7 +18,11 @@ most ~1,500 points per line, keeping the last point.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 from marin.browser.html import STATE_LABEL, esc
@@ -111,80 +122,223 @@ def layout(nodes: list[str], deps: dict[str, list[str]]) -> dict[str, tuple[int,
     return {n: pos[n] for n in nodes}
 
 
-def dag_svg(steps: list[dict]) -> str:
-    """steps: dicts with id, label, sub, state, href, deps, pseudo_deps.
+DAG_BOX_W, DAG_BOX_H = 1340, 540
+"""The experiment page's DAG box: a layout is scaled (down to MIN_DAG_SCALE) to fit it without scrolling."""
+MIN_DAG_SCALE = 0.7
+"""Below this the text gets too small to read: a larger DAG is drawn at this scale and the box scrolls."""
+DOT_MAX_NODES = 600
+"""Larger DAGs are laid out by `layered` (milliseconds) instead of Graphviz (seconds)."""
+DOT_TIMEOUT_S = 15.0
+MAX_LABEL = 44
+"""A node's label longer than this (after common-prefix elision) is cut in the middle."""
+LABEL_CHAR_W, SUB_CHAR_W = 7.9, 6.4
+"""Estimated widths of a character of a node's name (12.5 px bold) and of its hash line (10.5 px mono)."""
 
-    Left to right when the layers fit `MAX_DAG_WIDTH`, else top to bottom (layers as rows).
-    """
-    ids = [s["id"] for s in steps]
-    deps = {s["id"]: list(s["deps"]) + list(s["pseudo_deps"]) for s in steps}
+
+@dataclass
+class Placed:
+    """A drawn DAG's geometry in pixels: node boxes (top-left x, y, w, h) and edges as cubic Béziers."""
+
+    boxes: dict[str, tuple[float, float, float, float]]
+    edges: dict[tuple[str, str], list[tuple[float, float]]]
+    """(dependency, step) -> p0, then three points per cubic segment (SVG's M p0 C p1 p2 p3 ...)."""
+    width: float
+    height: float
+    direction: str
+    """'across' (left to right) or 'down' (top to bottom)."""
+    engine: str
+    """'dot' (Graphviz) or 'layered' (this module's own, when dot is missing or the DAG is large)."""
+
+
+def _cut_to_separator(prefix: str) -> str:
+    """`prefix` shortened to end just after its last '/', '-', '_' or '.', so elision never splits a word."""
+    i = max(prefix.rfind(c) for c in "/-_.")
+    return prefix[: i + 1] if i >= 0 else ""
+
+
+def distinct_labels(names: list[str], hashes: list[str]) -> list[str]:
+    """Labels that tell the nodes apart and fit a box: the shared prefix of long names of one group (same
+    first folder) elided to '…', a name given twice suffixed with its hash, an overlong rest cut in the
+    middle. Full names stay in each node's tooltip."""
+    labels = list(names)
+    groups: dict[str, list[int]] = {}
+    for i, n in enumerate(names):
+        groups.setdefault(n.split("/", 1)[0], []).append(i)
+    for head, members in groups.items():
+        distinct = sorted({names[i] for i in members})
+        if len(distinct) < 2 or max(len(n) for n in distinct) <= MAX_LABEL - 12:
+            continue
+        common = _cut_to_separator(os.path.commonprefix(distinct))
+        lead = head + "/" if "/" in distinct[0] else ""
+        if len(common) - len(lead) >= 8:
+            for i in members:
+                labels[i] = lead + "…" + names[i][len(common) :]
+    for i, label in enumerate(labels):
+        if len(label) > MAX_LABEL:
+            keep = MAX_LABEL - 1
+            labels[i] = label[: keep // 2] + "…" + label[-(keep - keep // 2) :]
+    seen: dict[str, int] = {}
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+    return [f"{label} @{h}" if seen[label] > 1 and h else label for label, h in zip(labels, hashes, strict=True)]
+
+
+def node_width(label: str, sub: str) -> int:
+    return int(34 + max(len(label) * LABEL_CHAR_W, len(sub) * SUB_CHAR_W, 80))
+
+
+def dot_available() -> bool:
+    return shutil.which("dot") is not None
+
+
+@functools.lru_cache(maxsize=64)
+def dot_layout(ids: tuple[str, ...], edges: tuple[tuple[str, str], ...], widths: tuple[int, ...], rankdir: str):
+    """Graphviz `dot`'s layout (its `-Tplain` output) as a `Placed`, or None when dot is missing or fails."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    index = {n: i for i, n in enumerate(ids)}
+    lines = [
+        f"digraph G {{ graph [rankdir={rankdir}, nodesep=0.22, ranksep=0.42, splines=spline, margin=0];",
+        'node [shape=box, fixedsize=true, label=""]; edge [arrowhead=none];',
+    ]
+    lines += [f"n{i} [width={w / 72:.3f}, height={NODE_H / 72:.3f}];" for i, w in enumerate(widths)]
+    lines += [f"n{index[a]} -> n{index[b]};" for a, b in edges]
+    lines.append("}")
+    try:
+        out = subprocess.run(
+            [exe, "-Tplain"], input="\n".join(lines), capture_output=True, text=True, timeout=DOT_TIMEOUT_S, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    boxes: dict[str, tuple[float, float, float, float]] = {}
+    routes: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    height = 0.0
+    width = 0.0
+    for line in out.splitlines():
+        f = line.split()
+        if f[:1] == ["graph"]:
+            width, height = float(f[2]) * 72, float(f[3]) * 72
+        elif f[:1] == ["node"]:
+            n = ids[int(f[1][1:])]
+            cx, cy, w, h = (float(v) * 72 for v in f[2:6])
+            boxes[n] = (PAD + cx - w / 2, PAD + height - cy - h / 2, w, h)
+        elif f[:1] == ["edge"]:
+            k = int(f[3])
+            pts = [(PAD + float(f[4 + 2 * j]) * 72, PAD + height - float(f[5 + 2 * j]) * 72) for j in range(k)]
+            routes[(ids[int(f[1][1:])], ids[int(f[2][1:])])] = pts
+    if len(boxes) != len(ids):
+        return None
+    return Placed(boxes, routes, width + 2 * PAD, height + 2 * PAD, "across" if rankdir == "LR" else "down", "dot")
+
+
+def _layered_placed(ids: list[str], deps: dict[str, list[str]], node_w: int) -> Placed:
+    """`layered` as pixels: left to right when the layers fit MAX_DAG_WIDTH, else top to bottom."""
     lay = layered(ids, deps)
-    if not ids:
-        return ""
-    across = PAD * 2 + lay.layers * NODE_W + (lay.layers - 1) * GAP_X <= MAX_DAG_WIDTH
+    across = PAD * 2 + lay.layers * node_w + (lay.layers - 1) * GAP_X <= MAX_DAG_WIDTH
     gap_layer, gap_slot = (GAP_X, GAP_Y) if across else (GAP_Y * 3, GAP_X // 2)
     if across:
-        width = PAD * 2 + lay.layers * NODE_W + (lay.layers - 1) * gap_layer
+        width = PAD * 2 + lay.layers * node_w + (lay.layers - 1) * gap_layer
         height = PAD * 2 + lay.slots * NODE_H + (lay.slots - 1) * gap_slot
     else:
-        width = PAD * 2 + lay.slots * NODE_W + (lay.slots - 1) * gap_slot
+        width = PAD * 2 + lay.slots * node_w + (lay.slots - 1) * gap_slot
         height = PAD * 2 + lay.layers * NODE_H + (lay.layers - 1) * gap_layer
 
     def xy(n: str) -> tuple[float, float]:
         c, r = lay.pos[n]
         if across:
-            return PAD + c * (NODE_W + gap_layer), PAD + r * (NODE_H + gap_slot)
-        return PAD + r * (NODE_W + gap_slot), PAD + c * (NODE_H + gap_layer)
+            return PAD + c * (node_w + gap_layer), PAD + r * (NODE_H + gap_slot)
+        return PAD + r * (node_w + gap_slot), PAD + c * (NODE_H + gap_layer)
 
     def out_in(n: str) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Where an edge leaves `n` and where one enters it."""
         x, y = xy(n)
         if across:
-            return (x + NODE_W, y + NODE_H / 2), (x, y + NODE_H / 2)
-        return (x + NODE_W / 2, y + NODE_H), (x + NODE_W / 2, y)
+            return (x + node_w, y + NODE_H / 2), (x, y + NODE_H / 2)
+        return (x + node_w / 2, y + NODE_H), (x + node_w / 2, y)
 
-    def curve(a: tuple[float, float], b: tuple[float, float]) -> str:
+    def curve(a: tuple[float, float], b: tuple[float, float]) -> list[tuple[float, float]]:
         if across:
             mx = (a[0] + b[0]) / 2
-            return f"C{mx:.1f},{a[1]:.1f} {mx:.1f},{b[1]:.1f} {b[0]:.1f},{b[1]:.1f}"
+            return [(mx, a[1]), (mx, b[1]), b]
         my = (a[1] + b[1]) / 2
-        return f"C{a[0]:.1f},{my:.1f} {b[0]:.1f},{my:.1f} {b[0]:.1f},{b[1]:.1f}"
+        return [(a[0], my), (b[0], my), b]
 
+    edges = {}
+    for (d, n), chain in lay.routes.items():
+        here = out_in(d)[0]
+        pts = [here]
+        for v in chain:
+            enter, leave = out_in(v)[1], out_in(v)[0]
+            pts += curve(here, enter) + [enter, leave, leave]
+            here = leave
+        pts += curve(here, out_in(n)[1])
+        edges[(d, n)] = pts
+    boxes = {n: (*xy(n), node_w, NODE_H) for n in ids}
+    return Placed(boxes, edges, width, height, "across" if across else "down", "layered")
+
+
+def place_dag(ids: list[str], deps: dict[str, list[str]], widths: list[int]) -> Placed:
+    """Graphviz `dot` left to right or top to bottom, whichever fits the DAG box at the larger scale;
+    this module's `layered` when dot is missing, fails, or the DAG has more than DOT_MAX_NODES steps."""
+    known = set(ids)
+    edges = tuple(dict.fromkeys((d, n) for n in ids for d in deps.get(n, []) if d in known and d != n))
+    tried = []
+    if len(ids) <= DOT_MAX_NODES:
+        for rankdir in ("LR", "TB"):
+            placed = dot_layout(tuple(ids), edges, tuple(widths), rankdir)
+            if placed is not None:
+                tried.append(placed)
+    if not tried:
+        return _layered_placed(ids, deps, max(widths, default=NODE_W))
+    return max(tried, key=lambda p: (min(1.0, DAG_BOX_W / p.width, DAG_BOX_H / p.height), p.direction == "across"))
+
+
+def _pt(p: tuple[float, float]) -> str:
+    return f"{p[0]:.1f},{p[1]:.1f}"
+
+
+def dag_svg(steps: list[dict]) -> str:
+    """steps: dicts with id, label, sub, state, href, deps, pseudo_deps (and optionally hash).
+
+    Laid out by `place_dag`, scaled to fit the DAG box when that keeps the text readable.
+    """
+    if not steps:
+        return ""
+    ids = [s["id"] for s in steps]
+    deps = {s["id"]: list(s["deps"]) + list(s["pseudo_deps"]) for s in steps}
+    labels = distinct_labels([s["label"] for s in steps], [s.get("hash") or "" for s in steps])
+    widths = [node_width(label, s["sub"]) for label, s in zip(labels, steps, strict=True)]
+    placed = place_dag(ids, deps, widths)
+    scale = max(MIN_DAG_SCALE, min(1.0, DAG_BOX_W / placed.width, DAG_BOX_H / placed.height))
     edges = []
     for s in steps:
         for kind, targets in (("dep", s["deps"]), ("pseudo", s["pseudo_deps"])):
-            for d in targets:
-                if (d, s["id"]) not in lay.routes:
+            for d in dict.fromkeys(targets):
+                pts = placed.edges.get((d, s["id"]))
+                if not pts:
                     continue
-                start = out_in(d)[0]
-                path = [f"M{start[0]:.1f},{start[1]:.1f}"]
-                here = start
-                for v in lay.routes[(d, s["id"])]:
-                    enter, leave = out_in(v)[1], out_in(v)[0]
-                    path += [curve(here, enter), f"L{leave[0]:.1f},{leave[1]:.1f}"]
-                    here = leave
-                end = out_in(s["id"])[1]
-                end = (end[0] - 4, end[1]) if across else (end[0], end[1] - 4)
-                path.append(curve(here, end))
-                edges.append(f'<path class="edge {kind}" d="{" ".join(path)}" marker-end="url(#arr)"/>')
+                d_attr = f"M{_pt(pts[0])} " + " ".join(
+                    "C" + " ".join(_pt(p) for p in pts[i : i + 3]) for i in range(1, len(pts) - 2, 3)
+                )
+                edges.append(f'<path class="edge {kind}" d="{d_attr}" marker-end="url(#arr)"/>')
     nodes = []
-    for s in steps:
-        x, y = xy(s["id"])
+    for s, label in zip(steps, labels, strict=True):
+        x, y, w, h = placed.boxes[s["id"]]
         state = s["state"]
         cls = state.lower() if state in STATE_LABEL else "unknown"
-        label = s["label"] if len(s["label"]) <= 24 else s["label"][:23] + "…"
         nodes.append(
             f'<a href="{esc(s["href"])}" class="node st-{cls}" data-step="{esc(s["label"])}">'
             f"<title>{esc(s['label'])} ({esc(STATE_LABEL.get(state, state))})</title>"
-            f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="7"/>'
-            f'<circle cx="{x + 13}" cy="{y + NODE_H / 2}" r="5"/>'
-            f'<text x="{x + 25}" y="{y + 17}" class="nl">{esc(label)}</text>'
-            f'<text x="{x + 25}" y="{y + 31}" class="ns">{esc(s["sub"])}</text></a>'
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{round(w)}" height="{round(h)}" rx="7"/>'
+            f'<circle cx="{x + 13:.1f}" cy="{y + h / 2:.1f}" r="5"/>'
+            f'<text x="{x + 25:.1f}" y="{y + 17:.1f}" class="nl">{esc(label)}</text>'
+            f'<text x="{x + 25:.1f}" y="{y + 31:.1f}" class="ns">{esc(s["sub"])}</text></a>'
         )
-    direction = "across" if across else "down"
+    vw, vh = math.ceil(placed.width), math.ceil(placed.height)
     return (
-        f'<svg class="dag {direction}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="experiment DAG">'
+        f'<svg class="dag {placed.direction}" data-engine="{placed.engine}" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{math.floor(vw * scale)}" height="{math.floor(vh * scale)}" '
+        f'viewBox="0 0 {vw} {vh}" role="img" aria-label="experiment DAG">'
         '<defs><marker id="arr" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrow"/></marker></defs>'
         + "".join(edges)
@@ -202,11 +356,10 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=10 * mag)
     start = math.ceil(lo / step) * step
-    ticks, t = [], start
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    return ticks
+    count = math.floor((hi - start) / step + 1e-9) + 1
+    if not 0 < count <= 1000:  # a span below float resolution (start + step == start) has no ticks to draw
+        return []
+    return list(dict.fromkeys(round(start + k * step, 12) for k in range(count)))
 
 
 def fmt_tick(v: float, digits: int = 6) -> str:

@@ -1,4 +1,17 @@
-"""Where steps run: threads in this process (`local`) or Ray tasks (`ray`, the default).
+"""Where steps run: threads in this process (`local`), Ray tasks (`ray`), or both (`auto`, the default).
+
+`auto` exists because starting a local Ray costs 7-20 s on a small machine, which a two-step
+experiment of plain Python functions does not need. Under `auto`:
+
+- with a cluster address (`--ray_address` or `RAY_ADDRESS`), every step is a Ray task, exactly as
+  under `ray`;
+- without one, a step that declares `resources` (any `ResourceConfig`: CPUs, GPUs, TPUs, memory, custom
+  resources, a gang of hosts, retries) is a Ray task: on the Ray this process already initialised (a
+  notebook, a test session), else on a local Ray started when the first such step is checked, before
+  anything runs; a step that declares none runs as a thread of the driver, as under `local`.
+
+So whatever asks for what only Ray gives (resource accounting, retries of system failures, gangs,
+shards fanned out as Ray tasks) gets Ray, and a run of undeclared steps never starts it.
 
 The scheduler submits a step as soon as its dependencies succeeded and blocks on whichever running
 step finishes first (`concurrent.futures.wait` / `ray.wait`): no polling sleep, so a chain of trivial
@@ -237,9 +250,104 @@ class RayBackend:
         return None
 
 
+def cluster_given(address: str | None = None) -> bool:
+    """Whether this driver was given a Ray cluster to run on: `address` or RAY_ADDRESS."""
+    return bool(address or os.environ.get("RAY_ADDRESS"))
+
+
+class AutoBackend:
+    """Ray for the steps that declare resources (all steps when a cluster address is given), threads for
+    the rest.
+
+    Ray's handles are wrapped as `concurrent.futures.Future`s (`ObjectRef.future()`), so one
+    `concurrent.futures.wait` blocks on threads and tasks together, without polling.
+    """
+
+    name = "auto"
+
+    def __init__(self, address: str | None = None, max_concurrent: int | None = None):
+        self._address = address
+        self._max_concurrent = max_concurrent
+        self._all_on_ray = cluster_given(address)
+        self._local: LocalBackend | None = None
+        self._ray: RayBackend | None = None
+        self._refs: dict = {}
+        """Future of a Ray task -> its ObjectRef (for cancel)."""
+
+    def on_ray(self, resources: ResourceConfig | None) -> bool:
+        """Whether a step with these declared resources runs as a Ray task."""
+        return self._all_on_ray or resources is not None
+
+    def _ray_backend(self) -> RayBackend:
+        if self._ray is None:
+            self._ray = RayBackend(self._address, self._max_concurrent)
+        return self._ray
+
+    def _local_backend(self) -> LocalBackend:
+        if self._local is None:
+            self._local = LocalBackend(self._max_concurrent)
+        return self._local
+
+    def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
+        if self.on_ray(resources):
+            self._ray_backend().check_resources(name, resources)
+
+    def submit(self, task: StepTask, resources: ResourceConfig | None) -> Any:
+        if not self.on_ray(resources):
+            return self._local_backend().submit(task, resources)
+        ref = self._ray_backend().submit(task, resources)
+        future = ref.future()
+        self._refs[future] = ref
+        return future
+
+    def wait_any(self, handles: list, timeout: float | None = None) -> list[tuple[Any, StepOutcome]]:
+        done, _ = concurrent.futures.wait(handles, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED)
+        results = []
+        for handle in done:
+            ref = self._refs.pop(handle, None)
+            if ref is not None:
+                results += [(handle, outcome) for _, outcome in self._ray.wait_any([ref], timeout=0)]
+                continue
+            try:
+                results.append((handle, handle.result()))
+            except BaseException as exc:
+                results.append((handle, StepOutcome("FAILED", error=f"{type(exc).__name__}: {exc}")))
+        return results
+
+    def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
+        """Ctrl-C: interrupts the steps' threads, cancels their Ray tasks, and collects what they report."""
+        threads = [h for h in handles if h not in self._refs]
+        for handle in threads:
+            handle.cancel()
+        if threads:
+            interrupt_running_steps()
+        for handle in handles:
+            if handle in self._refs:
+                try:
+                    self._ray._ray.cancel(self._refs[handle])
+                except Exception as exc:
+                    logger.warning("could not cancel a step's Ray task: %s", exc)
+        started = [h for h in handles if not h.cancelled()]
+        results = _wait_for_interrupted(self.wait_any, started)
+        results += [(h, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
+        if self._local is not None:
+            self._local._pool.shutdown(wait=False, cancel_futures=True)
+        return results
+
+    def shutdown(self) -> None:
+        if self._local is not None:
+            self._local.shutdown()
+
+
+BACKENDS = ("auto", "ray", "local")
+"""--backend's choices: 'auto' (the default), 'ray' (every step a Ray task), 'local' (every step a thread)."""
+
+
 def make_backend(kind: str, ray_address: str | None = None, max_concurrent: int | None = None):
     if kind == "local":
         return LocalBackend(max_concurrent)
     if kind == "ray":
         return RayBackend(ray_address, max_concurrent)
-    raise ValueError(f"unknown backend {kind!r}: use 'ray' or 'local'")
+    if kind == "auto":
+        return AutoBackend(ray_address, max_concurrent)
+    raise ValueError(f"unknown backend {kind!r}: use 'auto', 'ray' or 'local'")

@@ -106,7 +106,7 @@ class Executor:
     def __init__(
         self,
         prefix: str,
-        backend: str = "ray",
+        backend: str = "auto",
         max_concurrent: int | None = None,
         ray_address: str | None = None,
         description: str | None = None,
@@ -118,8 +118,8 @@ class Executor:
     ):
         if not prefix:
             raise ValueError("Executor needs a prefix (a folder or a gs:// / s3:// URL)")
-        if backend not in ("ray", "local"):
-            raise ValueError(f"unknown backend {backend!r}: use 'ray' or 'local'")
+        if backend not in ("auto", "ray", "local"):
+            raise ValueError(f"unknown backend {backend!r}: use 'auto', 'ray' or 'local'")
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1 (or None for no limit), got {max_concurrent}")
         if "://" not in prefix:

@@ -48,8 +48,9 @@ class ExecutorMainConfig:
     """Rerun succeeded steps whose function's code changed since."""
     max_concurrent: int | None = None
     """At most this many steps at once (default: the backend's)."""
-    backend: str = "ray"
-    """'ray' or 'local' (threads in this process, for pdb)."""
+    backend: str = "auto"
+    """'auto' (default: Ray for steps that declare resources or when a cluster is given, threads for the
+    rest), 'ray' (every step a Ray task) or 'local' (every step a thread of this process, for pdb)."""
     ray_address: str | None = None
     """An existing Ray cluster (default: RAY_ADDRESS, else start a local one)."""
     cache_from: list[str] | None = None
@@ -66,7 +67,7 @@ FLAG_VALUES = {
     "prefix": "PATH",
     "run_only": "REGEX...",
     "max_concurrent": "N",
-    "backend": "ray|local",
+    "backend": "auto|ray|local",
     "ray_address": "ADDRESS",
     "cache_from": "PREFIX...",
     "cache_mode": "copy|reference",
@@ -147,7 +148,7 @@ def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
     return cfg
 
 
-BACKENDS = ("ray", "local")
+BACKENDS = ("auto", "ray", "local")
 
 
 def check_main_config(cfg: ExecutorMainConfig) -> str | None:

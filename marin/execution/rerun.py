@@ -292,7 +292,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
     )
     for w in warnings:
         logger.warning("rerun: %s", w)
-    if cfg.backend == "ray":
+    if cfg.backend in ("ray", "auto"):
         ship_scripts_by_value()
     extra = {"rerun_of": record_path, "rerun_warnings": warnings}
     if os.environ.get(MATERIALIZED_ENV):
