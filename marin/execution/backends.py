@@ -329,7 +329,7 @@ class AutoBackend:
                     logger.warning("could not cancel a step's Ray task: %s", exc)
         started = [h for h in handles if not h.cancelled()]
         results = _wait_for_interrupted(self.wait_any, started)
-        results += [(h, StepOutcome(INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
+        results += [(h, StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
         if self._local is not None:
             self._local._pool.shutdown(wait=False, cancel_futures=True)
         return results
