@@ -27,6 +27,7 @@ test: setup browser-deps
 lint: setup
 	.venv/bin/ruff check marin experiments tests benchmarks scripts
 	.venv/bin/ruff format --check marin experiments tests benchmarks scripts
+	.venv/bin/lint-imports
 
 format: setup
 	.venv/bin/ruff format marin experiments tests benchmarks scripts
