@@ -50,7 +50,7 @@ def test_an_experiments_help_says_each_default_once_and_where_the_prefix_comes_f
     assert "(default: None)" not in " ".join(flags.values())
     assert all(text.count("(default") <= 1 for text in flags.values()), flags
     assert "MARIN_PREFIX" in flags["--prefix"] and "local_store" in flags["--prefix"]
-    assert "(default: ray)" in flags["--backend"]
+    assert "(default: " in flags["--backend"] and "auto" in flags["--backend"]
 
 
 def test_bad_backend_and_max_concurrent_are_one_line_errors(tmp_path):
