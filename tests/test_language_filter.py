@@ -70,8 +70,10 @@ def test_bad_language_settings_fail_naming_the_field(tmp_path):
     _corpus(tmp_path / "in")
     with pytest.raises(ValueError, match=r"LanguageConfig.threshold must be in \[0, 1\)"):
         LanguageConfig(threshold=1.5)
-    with pytest.raises(ValueError, match="LanguageConfig.languages must be a non-empty tuple"):
+    with pytest.raises(TypeError, match=r"LanguageConfig.languages: expected tuple\[str, ...\] \| None, got str 'en'"):
         LanguageConfig(languages="en")
+    with pytest.raises(ValueError, match="LanguageConfig.languages must be a non-empty tuple"):
+        LanguageConfig(languages=())
     with pytest.raises(ValueError, match=r"FilterConfig.language.languages: \['english'\] not among the 176"):
         filter_documents(_config(tmp_path, "bad", LanguageConfig(languages=("english",))))
 
