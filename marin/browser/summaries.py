@@ -20,6 +20,7 @@ from marin.browser.charts import Chart, ema
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
 from marin.browser.ladder import check_lines, ladder_summary
 from marin.browser.svg import PALETTE
+from marin.storage.layout import INFO_FILE
 
 SMALL_MAX = 4 << 20
 METRICS_MAX = 32 << 20
@@ -277,7 +278,7 @@ def _parameter_count(fs, folder: str) -> float | None:
 def _max_eval_batches(fs, folder: str) -> int | None:
     """`max_eval_batches` of the train step's config (its `.executor_info`); Levanter's default of 8 if unreadable."""
     try:
-        info = json.loads(fs.cat_file(f"{folder}/.executor_info"))
+        info = json.loads(fs.cat_file(f"{folder}/{INFO_FILE}"))
         value = (info.get("config") or {}).get("max_eval_batches", 8)
     except (OSError, ValueError, AttributeError):
         return 8
