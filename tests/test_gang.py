@@ -203,7 +203,8 @@ def test_a_host_killed_mid_run_restarts_the_gang_which_resumes_to_identical_byte
     assert match, resumed[-3000:]
     # the last checkpoint complete when the host died (one being committed then may have completed since)
     assert int(match.group(1)) >= killed["complete"][-1] >= 2 * CHECKPOINT_EVERY
-    assert 0 <= killed["reached"] - int(match.group(1)) <= CHECKPOINT_EVERY  # work lost: one interval at most
+    # work lost: one interval, plus the one more whose checkpoint was still being committed when the host died
+    assert 0 <= killed["reached"] - int(match.group(1)) <= 2 * CHECKPOINT_EVERY
     assert read_bytes(f"{out}/.executor_status") == b"SUCCESS"
     assert reproducible_files(out) == reproducible_files(str(reference))  # checkpoints and HF export
 
