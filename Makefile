@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test lint format bench browser-deps clean
+.PHONY: setup run test test-fast lint format bench browser-deps clean
 
 setup: .venv/.marin-setup
 
@@ -44,3 +44,18 @@ bench: setup
 
 clean:
 	rm -rf .venv local_store
+
+# The edit loop's tier: every test that neither trains a model, starts a Ray cluster nor runs a ladder
+# or the tutorial (docs/testing.md); `make test` runs them all.
+FAST_IGNORE := $(addprefix --ignore=tests/,test_gang.py test_isoflop_ladder.py test_tiny_ladder.py \
+	test_readme_commands.py test_mesh_layouts.py test_executor_buckets.py test_tutorial.py \
+	test_tutorial_summary.py test_executor_train_resume.py test_cluster.py test_rerun_chain.py \
+	test_train.py test_train_settled.py test_train_mixture.py test_train_logging.py test_eval.py \
+	test_eval_log.py test_reuse_tutorial.py test_executor_interrupt.py test_executor_leases.py \
+	test_backend_auto.py test_shard_resume.py test_browser_research.py test_quality_experiment.py \
+	test_levanter_process.py test_clean_exit.py test_plan_cost.py test_executor_run.py \
+	test_isoflop.py test_harness.py test_checkpoints.py test_train_accelerator.py test_wandb_sync.py \
+	test_adoption_by_copy.py test_executor_concurrency.py test_marin_executor_port.py)
+
+test-fast: setup browser-deps
+	$(PY) -m pytest -q -x $(FAST_IGNORE) $(PYTEST_ARGS)

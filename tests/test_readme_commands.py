@@ -13,7 +13,8 @@ Every line runs verbatim, globs such as `local_store/experiments/tiny_lm-*.json`
   `main()` with 3 plays, a 512-token vocabulary and 6 training steps: the same code, executor and
   default backend (Ray), so `local_store` holds a `tiny_lm-*.json` record that the next block reruns and
   verifies as written.
-- `make test` is the suite this test belongs to; `make -n test` checks the target and its commands.
+- `make test` is the suite this test belongs to; `make -n test` checks the target and its commands (and
+  `make -n test-fast` its edit-loop tier).
 - `marin browse ...` serves until stopped: it runs with `--port 0` added (8765 may be taken on a shared
   machine) through `python -m tests.browse_process`, which waits for the address it prints, fetches that
   page, checks it lists the hello_world experiment, and stops the server.
@@ -34,7 +35,7 @@ SMALL_TUTORIAL = (
     '"from experiments.tutorial.tiny_lm import main; '
     "main(plays=('hamlet', 'macbeth', 'othello'), vocab_size=512, num_train_steps=6, train_batch_size=4)\""
 )
-SUBSTITUTES = {"make run": SMALL_TUTORIAL, "make test": "make -n test"}
+SUBSTITUTES = {"make run": SMALL_TUTORIAL, "make test": "make -n test", "make test-fast": "make -n test-fast"}
 SERVERS = ("marin browse ", ".venv/bin/marin browse ")
 PRELUDE = "set -eo pipefail\nset -x\n"
 
