@@ -203,26 +203,7 @@ def _chunks(f, head: bytes) -> Iterator[bytes]:
 
 def _gunzip(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Decompress gzip members one after another; the stream must end at the end of a member."""
-    d = zlib.decompressobj(wbits=31)
-    seen = False
-    for chunk in chunks:
-        data = chunk
-        while data:
-            seen = True
-            try:
-                out = d.decompress(data)
-            except zlib.error as e:
-                raise BadShardError(f"{path}: not a valid gzip stream ({e})") from None
-            if out:
-                yield out
-            if d.eof:
-                data = d.unused_data
-                d = zlib.decompressobj(wbits=31)
-                seen = bool(data)
-            else:
-                data = b""
-    if seen and not d.eof:
-        raise BadShardError(f"{path}: truncated gzip stream (it ends inside a member)")
+    return _members(path, chunks, lambda: zlib.decompressobj(wbits=31), zlib.error, "gzip", "member")
 
 
 def _unzstd(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -230,7 +211,13 @@ def _unzstd(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
     import zstandard
 
     dctx = zstandard.ZstdDecompressor()
-    d = dctx.decompressobj()
+    return _members(path, chunks, dctx.decompressobj, zstandard.ZstdError, "zstd", "frame")
+
+
+def _members(path: str, chunks: Iterator[bytes], decoder, error: type, kind: str, unit: str) -> Iterator[bytes]:
+    """Decompressed bytes of concatenated members (gzip) or frames (zstd), each with a fresh `decoder()`;
+    a stream that is not `kind`, or ends inside a member, is a BadShardError naming the file."""
+    d = decoder()
     seen = False
     for chunk in chunks:
         data = chunk
@@ -238,18 +225,18 @@ def _unzstd(path: str, chunks: Iterator[bytes]) -> Iterator[bytes]:
             seen = True
             try:
                 out = d.decompress(data)
-            except zstandard.ZstdError as e:
-                raise BadShardError(f"{path}: not a valid zstd stream ({e})") from None
+            except error as e:
+                raise BadShardError(f"{path}: not a valid {kind} stream ({e})") from None
             if out:
                 yield out
             if d.eof:
                 data = d.unused_data
-                d = dctx.decompressobj()
+                d = decoder()
                 seen = bool(data)
             else:
                 data = b""
     if seen and not d.eof:
-        raise BadShardError(f"{path}: truncated zstd stream (it ends inside a frame)")
+        raise BadShardError(f"{path}: truncated {kind} stream (it ends inside a {unit})")
 
 
 def _split_lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
