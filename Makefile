@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test test-fast lint format bench browser-deps clean
+.PHONY: setup run test test-fast test-slow lint format bench browser-deps clean
 
 setup: .venv/.marin-setup
 
@@ -22,7 +22,11 @@ run: setup
 	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -m "not slow" $(PYTEST_ARGS)
+
+# Tests too long for `make test` (tests marked slow; docs/testing.md names them).
+test-slow: setup browser-deps
+	$(PY) -m pytest -q -ra -m slow $(PYTEST_ARGS)
 
 lint: setup
 	.venv/bin/ruff check marin experiments tests benchmarks scripts
@@ -58,4 +62,4 @@ FAST_IGNORE := $(addprefix --ignore=tests/,test_gang.py test_isoflop_ladder.py t
 	test_adoption_by_copy.py test_executor_concurrency.py test_marin_executor_port.py)
 
 test-fast: setup browser-deps
-	$(PY) -m pytest -q -x $(FAST_IGNORE) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -x -m "not slow" $(FAST_IGNORE) $(PYTEST_ARGS)
