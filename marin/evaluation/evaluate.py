@@ -13,7 +13,9 @@ whatever that run has committed (and waits up to `wait_for_checkpoint_s` for a f
 
 Output: `results.json` (per set: loss in nats per token, bpb, tokens, bytes, documents; their macro
 averages; the checkpoint, its step, and the run's parameter count, tokens and FLOPs from its
-`train_info.json`) and `results.parquet` (one row per set).
+`train_info.json`) and `results.parquet` (one row per set), and `cost.json`: the forward passes' FLOPs over the
+tokens scored, estimated on the devices the step asked for, beside the device-seconds the step took
+(marin.training.cost; declared volatile, since its timings vary between identical runs).
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ def evaluate(config: EvalConfig) -> dict:
     """Score the checkpoint on every set; write `results.json` and `results.parquet`; return the results."""
     from marin.training.levanter_process import prepare_levanter_process
 
+    started = time.monotonic()
     prepare_levanter_process()
     for name, path in config.datasets.items():
         cache = posixpath.join(path, config.split)
@@ -215,7 +218,19 @@ def evaluate(config: EvalConfig) -> dict:
     }
     results["flops"] = 6 * results["parameter_count"] * results["tokens"]
     _write_results(config.output_path, results)
+    _write_cost(config, model_config, len(tokenizer), per_set, time.monotonic() - started)
     return results
+
+
+def _write_cost(config: EvalConfig, model: LlamaModelConfig, vocab_size: int, per_set: dict, wall_s: float) -> None:
+    from marin.step_context import running_step_resources
+    from marin.storage import write_volatile_list
+    from marin.training.cost import COST_FILE, cost_record, evaluation_flops, write_cost_record
+
+    work = evaluation_flops(model, vocab_size, sum(r["tokens"] for r in per_set.values()))
+    record = cost_record(kind="evaluate", work=work, resources=running_step_resources(), wall_seconds=wall_s)
+    write_volatile_list(config.output_path, [COST_FILE])
+    write_cost_record(config.output_path, record)
 
 
 def _write_results(out: str, results: dict) -> None:

@@ -12,13 +12,24 @@ attention (multiplied, not counted by 6·N·D) weigh much, which for the tutoria
 Device time is FLOPs / (peak FLOP/s · MFU): `DEVICES` holds named devices' dense bf16 peaks (vendor
 figures), `DEFAULT_MFU` the model-FLOP utilisation assumed; both are shown beside every estimate and can be
 changed per call (`CostSettings`) or with `MARIN_MFU` and `MARIN_DEVICE_PEAKS` (JSON name -> FLOP/s).
+
+After a run, a train or evaluate step writes `cost.json` (`write_cost_record`): the estimate for the work it
+did, computed as `marin plan` computes it (same count, same device table, same MFU), beside what it measured:
+wall-clock seconds of the step times the devices it asked for (the device-seconds that were paid, compile,
+data loading and export included), the FLOP/s per device and the MFU that this realises, and the ratio of
+measured to estimated device-seconds. A training also records its steps' own seconds (the sum of
+`metrics.jsonl`'s `duration_s`), the throughput of the loop alone. A resumed training counts only what this
+attempt computed (`steps_run` of `num_train_steps`). The file's timings vary between identical runs, so the
+steps declare it volatile.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import posixpath
 from dataclasses import dataclass, field
+from typing import Literal
 
 from marin.training.config import LlamaModelConfig
 
@@ -173,3 +184,61 @@ def realised(estimated: dict, flops: float | None, device_seconds: float) -> dic
             else device_seconds / estimated["device_seconds"]
         ),
     }
+
+
+COST_FILE = "cost.json"
+"""The file in a train or evaluate step's output that holds its estimate and its measured cost."""
+
+COST_FORMAT = "marin-cost/1"
+
+
+def measured_cost(estimated: dict, flops: float | None, wall_seconds: float) -> dict:
+    """What a finished step measured, beside `estimated` (an `estimate` of the same `flops`)."""
+    device_seconds = wall_seconds * estimated["devices"]
+    return {
+        "wall_seconds": wall_seconds,
+        "devices": estimated["devices"],
+        "device_seconds": device_seconds,
+        "device_hours": device_seconds / 3600,
+        **{k: v for k, v in realised(estimated, flops, device_seconds).items() if k != "measured_device_seconds"},
+    }
+
+
+def cost_record(
+    *,
+    kind: Literal["train", "evaluate"],
+    work: dict,
+    resources: dict | None,
+    wall_seconds: float,
+    settings: CostSettings | None = None,
+    step_seconds: float | None = None,
+    extra: dict | None = None,
+) -> dict:
+    """The content of `cost.json`: `work` (a `training_flops`/`evaluation_flops` count of what the step did),
+    its estimate on the devices `resources` ask for, and the measured side."""
+    settings = settings or CostSettings.from_env()
+    resources = resources or {"cpu": 1}
+    estimated = {**work, **estimate(work.get("flops"), resources, settings)}
+    measured = measured_cost(estimated, work.get("flops"), wall_seconds)
+    if step_seconds is not None and step_seconds > 0:
+        measured["step_seconds"] = step_seconds
+        flops, tokens = work.get("flops"), work.get("tokens")
+        per_device = flops / (step_seconds * estimated["devices"]) if flops else None
+        measured["step_flops_per_s"] = per_device
+        measured["step_mfu"] = None if per_device is None else per_device / estimated["peak_flops_per_s"]
+        measured["step_tokens_per_s"] = tokens / step_seconds if tokens else None
+    return {
+        "format": COST_FORMAT,
+        "kind": kind,
+        "resources": resources,
+        "estimate": estimated,
+        "measured": measured,
+        **(extra or {}),
+    }
+
+
+def write_cost_record(output_path: str, record: dict) -> None:
+    """Writes `record` to `<output_path>/cost.json` (published atomically)."""
+    from marin.storage import write_text
+
+    write_text(posixpath.join(output_path, COST_FILE), json.dumps(record, indent=2, sort_keys=True) + "\n")

@@ -11,6 +11,8 @@ itself, so marin trains exactly as Levanter does. What it adds is the layout of 
                                      at each checkpoint and at the end (see marin.training.wandb_sync)
     <output>/train_info.json         what was trained: model, data, parameter count, tokens, final checkpoint
     <output>/phase.json              for a phase started from a previous run: that run and its checkpoint
+    <output>/cost.json               the estimate for this training beside the device-seconds it took
+                                     (see marin.training.cost)
 
 A phase (`initialize_from=<previous train output>`) starts from the previous run's final parameters, loaded
 from its HF export, with a fresh optimizer, step counter and data order, so that its mixture, schedule and
@@ -47,9 +49,9 @@ from marin.training.wandb_sync import WandbSync, live_wandb_dir
 
 logger = logging.getLogger(__name__)
 
-VOLATILE = ["metrics.jsonl", "wandb/", "checkpoints/*/metadata.json", "train_info.json", "phase.json"]
-"""Output files whose bytes may differ between two identical runs: timings, the W&B run, checkpoint
-timestamps, and the two records that hold absolute paths. Parameters, optimizer state and the HF export
+VOLATILE = ["metrics.jsonl", "wandb/", "checkpoints/*/metadata.json", "train_info.json", "phase.json", "cost.json"]
+"""Output files whose bytes may differ between two identical runs: timings (the metrics, the measured cost),
+the W&B run, checkpoint timestamps, and the two records that hold absolute paths. Parameters, optimizer state and the HF export
 do not (`marin verify` compares those)."""
 
 _ONE_TRAINING_PER_PROCESS = threading.Lock()
@@ -349,6 +351,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
             f"train.harness_tasks {list(config.harness_tasks)} are scored by a hook this function is not given: "
             "run the step with fn=marin.evaluation.harness_hook.train_with_harness (default_train does)"
         )
+    started = time.monotonic()
     distributed.initialize()  # before anything asks jax for its devices (the accelerator check does)
     primary = distributed.is_primary()
     check_accelerator(
@@ -422,7 +425,45 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
         export_hf(final_checkpoint, config.model, tokenizer, hf_path)
     if not primary:
         return
-    _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
+    vocab_size = _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
+    first = resumed[-1][0] + 1 if resumed else 0
+    _write_cost(config, vocab_size, first, time.monotonic() - started)
+
+
+def _write_cost(config: TrainConfig, vocab_size: int, first_step: int, wall_seconds: float) -> None:
+    """`cost.json`: the estimate for the steps this attempt trained (from `first_step`) and what they took."""
+    from marin.training.cost import cost_record, training_flops, write_cost_record
+
+    steps_run = max(config.num_train_steps - first_step, 0)
+    work = training_flops(config.model, vocab_size, steps_run * config.tokens_per_step)
+    step_seconds = 0.0
+    metrics = posixpath.join(config.output_path, "metrics.jsonl")
+    if exists(metrics):
+        with open_url(metrics, "r") as f:
+            for line in f:
+                row = json.loads(line) if line.strip() else {}
+                if row.get("step", -1) >= first_step and isinstance(row.get("duration_s"), int | float):
+                    step_seconds += row["duration_s"]
+    record = cost_record(
+        kind="train",
+        work=work,
+        resources=running_step_resources(),
+        wall_seconds=wall_seconds,
+        step_seconds=step_seconds or None,
+        extra={"num_train_steps": config.num_train_steps, "first_step": first_step, "steps_run": steps_run},
+    )
+    write_cost_record(config.output_path, record)
+    m = record["measured"]
+    logger.info(
+        "cost: %.3g FLOPs in %.1f s on %g %s (estimated %.1f s at MFU %.2f; realised MFU %.3g)",
+        work["flops"],
+        wall_seconds,
+        m["devices"],
+        record["estimate"]["device"],
+        record["estimate"]["device_seconds"] / max(m["devices"], 1e-9),
+        record["estimate"]["mfu"],
+        m["realised_mfu"] or 0.0,
+    )
 
 
 def _wait_for_checkpoint(out: str, step: int, timeout_s: float = 120.0) -> str:
@@ -439,9 +480,10 @@ def _wait_for_checkpoint(out: str, step: int, timeout_s: float = 120.0) -> str:
 
 def _write_train_info(
     config: TrainConfig, tokenizer: str, parent: dict, final_checkpoint: str | None, hf_path: str | None
-) -> None:
+) -> int:
     """`train_info.json`: written when training starts (`complete: false`, so an evaluation of a running
-    run knows the model) and again at the end with the final checkpoint and HF export."""
+    run knows the model) and again at the end with the final checkpoint and HF export. Returns the
+    tokenizer's vocabulary size."""
     from levanter.compat.hf_checkpoints import load_tokenizer
 
     from marin.storage.staging import published_path
@@ -478,3 +520,4 @@ def _write_train_info(
             + (parent.get("total_tokens_including_parents", 0) if parent else 0),
         },
     )
+    return vocab_size
