@@ -47,3 +47,26 @@ def test_the_page_says_an_unconstrained_fit_loudly_and_draws_log_log_on_request(
     assert '<div class="note unconstrained"><b>UNCONSTRAINED: the irreducible loss c' in html
     linear, loglog = ladder_chart(UNCONSTRAINED), ladder_chart(UNCONSTRAINED, log_y=True)
     assert linear != loglog and _ticks(loglog)
+
+
+def test_an_isoflop_forecasts_loss_interval_off_the_range_is_clipped_and_its_legends_sit_under_the_plots():
+    from marin.browser.ladder import isoflop_charts
+
+    budgets = [
+        {"flops": f, "usable": True, "params_opt": p, "loss_opt": v, "rungs": []}
+        for f, p, v in ((1e10, 2e4, 4.8), (3e10, 3.5e4, 4.5), (1e11, 6e4, 4.2))
+    ]
+    forecast = {
+        "kind": "isoflop",
+        "budgets": budgets,
+        "laws": {
+            "params_opt": {"k": 0.5, "exponent": 0.45},
+            "loss_opt": {"kind": "a*C^-b+c", "a": 60, "b": 0.11, "c": 0},
+        },
+        "prediction": {"flops": 1e12, "params": 1.4e5, "loss": 3.6, "interval": {"loss": [3.5, 300.0]}},
+    }
+    svg = isoflop_charts(forecast, [])
+    loss = svg[svg.index('class="plot ladder-plot"') :]
+    assert "interval (clipped; full 3.5 – 300)" in loss and loss.count('class="marker clip-mark"') == 1
+    heights = [int(h) for h in re.findall(r'<svg class="plot[^"]*"[^>]* height="(\d+)"', svg)]
+    assert len(heights) == 3 and heights[0] > 320 and heights[1] > 280, "each legend adds rows under its plot"

@@ -49,6 +49,9 @@ class Chart:
     width: int = 720
     height: int = 320
     css_class: str = "plot"
+    legend_below: bool = False
+    """Lay the legend out in rows under the plot (the SVG grows) instead of inside its top-right corner, where
+    it would cover what is drawn there."""
     series: list[Series] = field(default_factory=list)
 
     def line(
@@ -126,9 +129,7 @@ class Chart:
             return mt + ph - (fy(y) - y0) / (y1 - y0) * ph
 
         parts = [
-            f'<svg class="{esc(self.css_class)}" xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
-            f'height="{self.height}" viewBox="0 0 {self.width} {self.height}" role="img" '
-            f'aria-label="{esc(self.y_label or "chart")}">',
+            "",  # the <svg> tag, once the legend's height is known
             f'<rect class="bg" x="{ml}" y="{mt}" width="{pw}" height="{ph}"/>',
         ]
         for t in _ticks(y0, y1, self.log_y, 5):
@@ -184,16 +185,42 @@ class Chart:
                     )
                     href = s.hrefs[j] if j < len(s.hrefs) else None
                     parts.append(f'<a href="{esc(href)}">{dot}</a>' if href else dot)
-            if not s.legend:
-                continue
-            lx, ly = ml + pw - 8, mt + 14 + 16 * len(legend)
-            swatch = (
-                f'<circle cx="{lx - 6}" cy="{ly}" r="4" fill="{color}"/>'
-                if s.kind == "points"
-                else f'<line x1="{lx - 12}" x2="{lx}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="3"/>'
-            )
-            legend.append(f'<text class="legend" x="{lx - 16}" y="{ly + 4}" text-anchor="end">{name}</text>' + swatch)
-        parts.extend(legend)
+            if s.legend:
+                legend.append((name, len(s.name), s.kind == "points", color))
+        height = self.height
+        if self.legend_below:
+            x, row = ml, 0
+            for name, chars, dot, color in legend:
+                wide = 22 + 6.5 * chars + 18
+                if x > ml and x + wide > self.width - mr:
+                    x, row = ml, row + 1
+                ly = self.height + 4 + 18 * row
+                swatch = (
+                    f'<circle cx="{x + 6}" cy="{ly}" r="4" fill="{color}"/>'
+                    if dot
+                    else f'<line x1="{x}" x2="{x + 12}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="3"/>'
+                )
+                parts.append(
+                    swatch + f'<text class="legend" x="{x + 18}" y="{ly + 4}" text-anchor="start">{name}</text>'
+                )
+                x += wide
+            height = self.height + 14 + 18 * (row + 1) if legend else self.height
+        else:
+            for k, (name, _, dot, color) in enumerate(legend):
+                lx, ly = ml + pw - 8, mt + 14 + 16 * k
+                swatch = (
+                    f'<circle cx="{lx - 6}" cy="{ly}" r="4" fill="{color}"/>'
+                    if dot
+                    else f'<line x1="{lx - 12}" x2="{lx}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="3"/>'
+                )
+                parts.append(
+                    f'<text class="legend" x="{lx - 16}" y="{ly + 4}" text-anchor="end">{name}</text>' + swatch
+                )
+        parts[0] = (
+            f'<svg class="{esc(self.css_class)}" xmlns="http://www.w3.org/2000/svg" width="{self.width}" '
+            f'height="{height}" viewBox="0 0 {self.width} {height}" role="img" '
+            f'aria-label="{esc(self.y_label or "chart")}">'
+        )
         parts.append("</svg>")
         return "".join(parts)
 
@@ -206,7 +233,8 @@ def _ticks(lo: float, hi: float, log: bool, n: int) -> list[float]:
     if last - first >= 1:
         every = max(1, math.ceil((last - first + 1) / n))
         return [10.0**e for e in range(first, last + 1, every)]
-    return [t for t in (10.0**v for v in nice_ticks(lo, hi, n)) if t > 0]
+    low, high = 10.0**lo, 10.0**hi  # within a decade: round values (3.5, 4, 4.5), not powers (4.4668)
+    return [t for t in nice_ticks(low, high, n) if t > 0 and low <= t <= high]
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

@@ -11,7 +11,9 @@ The y-range follows what was measured and forecast (the rungs, the forecast, the
 interval: an interval that runs off that range (an unconstrained fit's can reach hundreds of nats) is
 clipped to it, and the clipping is said in the band's legend and drawn as a marker at the edge it crosses.
 `log_y` draws both axes logarithmic (the page's `?loglog=1`). A forecast's `notes` (an unconstrained
-fit) are shown under the picture, loud.
+fit) are shown under the picture, loud, and the target's estimated cost (`prediction.cost`: its FLOPs and
+device-hours on the named devices at the assumed MFU) beside the forecast. The legend sits under the plot,
+never over the target, where the forecast, its interval and the measurement are drawn.
 """
 
 from __future__ import annotations
@@ -54,6 +56,57 @@ def y_range(values: list[float]) -> tuple[float, float]:
     return lo - margin, hi + margin
 
 
+def cost_line(prediction: dict) -> str:
+    """The target's estimated cost in words, from the forecast's `prediction.cost` ('' without one)."""
+    cost = prediction.get("cost") if isinstance(prediction.get("cost"), dict) else None
+    if not cost:
+        return ""
+    flops = _num(cost.get("flops")) or _num(cost.get("flops_6nd"))
+    counted = "" if _num(cost.get("flops")) else " (6·N·D)"
+    hours = cost.get("device_hours") if isinstance(cost.get("device_hours"), dict) else {}
+    on = ", ".join(
+        f"<b>{fmt_value(h)}</b> device-hours on one {esc(name)}"
+        for name, h in sorted(hours.items())
+        if _num(h) is not None
+    )
+    mfu = _num(cost.get("mfu"))
+    return (
+        f'<div class="forecast-line cost">the target\'s estimated cost: {fmt_value(flops or 0)} FLOPs{counted}'
+        + (f", {on}" if on else "")
+        + (f" at an assumed MFU of {mfu:g}" if mfu is not None else "")
+        + "</div>"
+    )
+
+
+def _clipped_interval(
+    chart: Chart, target: float | None, interval: Any, confidence: float | None, y_lo: float, y_hi: float
+) -> None:
+    """The interval at the target as a band clipped to y_lo..y_hi; a clipped end is said in the legend and
+    marked where it leaves the chart."""
+    if not target or not isinstance(interval, list) or len(interval) != 2 or any(_num(v) is None for v in interval):
+        return
+    low, high = float(interval[0]), float(interval[1])
+    label = f"{100 * confidence:.0f}% interval" if confidence else "interval"
+    clipped_low, clipped_high = max(low, y_lo), min(high, y_hi)
+    if (clipped_low, clipped_high) != (low, high):
+        label += f" (clipped; full {fmt_value(low)} – {fmt_value(high)})"
+    chart.band(
+        label,
+        [(target / 1.06, clipped_low, clipped_high), (target * 1.06, clipped_low, clipped_high)],
+        css="interval clipped" if (clipped_low, clipped_high) != (low, high) else "interval",
+        color="#2563eb",
+    )
+    edges = [(target, v) for v, off in ((clipped_low, low < y_lo), (clipped_high, high > y_hi)) if off]
+    if edges:
+        chart.points(
+            "interval runs off the chart",
+            edges,
+            titles=[f"the interval runs on to {fmt_value(low if v == clipped_low else high)}" for _, v in edges],
+            css="clip-mark",
+            color="#dc2626",
+        )
+
+
 def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool = False) -> str:
     metric = forecast.get("metric") if isinstance(forecast.get("metric"), str) else "loss"
     rungs = [r for r in forecast.get("rungs") or [] if isinstance(r, dict)]
@@ -63,7 +116,12 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
     target = _num(prediction.get("flops"))
     predicted = _num(prediction.get(metric))
     chart = Chart(
-        x_label="training FLOPs (6·N·D)", y_label=metric, log_x=True, log_y=log_y, css_class="plot ladder-plot"
+        x_label="training FLOPs (6·N·D)",
+        y_label=metric + (" (log)" if log_y else ""),
+        log_x=True,
+        log_y=log_y,
+        css_class="plot ladder-plot",
+        legend_below=True,
     )
     measured = measured_target(forecast, metric)
     checked = [(_num(c.get("measured_flops")), _num(c.get("measured"))) for c in checks or []]
@@ -79,29 +137,7 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
         lo, hi = math.log10(min(xs)), math.log10(max(xs))
         grid = [10 ** (lo + (hi - lo) * i / 80) for i in range(81)] if hi > lo else [10**lo]
         chart.line("fitted law", [(x, law(x)) for x in grid if y_lo <= law(x) <= y_hi], css="fit", color="#2563eb")
-    interval = prediction.get("interval")
-    if target and isinstance(interval, list) and len(interval) == 2 and all(_num(v) is not None for v in interval):
-        low, high = float(interval[0]), float(interval[1])
-        confidence = _num(prediction.get("confidence"))
-        label = f"{100 * confidence:.0f}% interval" if confidence else "interval"
-        clipped_low, clipped_high = max(low, y_lo), min(high, y_hi)
-        if (clipped_low, clipped_high) != (low, high):
-            label += f" (clipped; full {fmt_value(low)} – {fmt_value(high)})"
-        chart.band(
-            label,
-            [(target / 1.06, clipped_low, clipped_high), (target * 1.06, clipped_low, clipped_high)],
-            css="interval clipped" if (clipped_low, clipped_high) != (low, high) else "interval",
-            color="#2563eb",
-        )
-        edges = [(target, v) for v, off in ((clipped_low, low < y_lo), (clipped_high, high > y_hi)) if off]
-        if edges:
-            chart.points(
-                "interval runs off the chart",
-                edges,
-                titles=[f"the interval runs on to {fmt_value(low if v == clipped_low else high)}" for _, v in edges],
-                css="clip-mark",
-                color="#dc2626",
-            )
+    _clipped_interval(chart, target, prediction.get("interval"), _num(prediction.get("confidence")), y_lo, y_hi)
     chart.points(
         "rungs",
         points,
@@ -167,6 +203,7 @@ def ladder_summary(
     return (
         ladder_chart(forecast, checks, log_y=log_y)
         + ("".join(f'<div class="forecast-line">{w}</div>' for w in words) if words else note("no prediction"))
+        + cost_line(prediction)
         + "".join(f'<div class="note unconstrained"><b>{esc(n)}</b></div>' for n in notes)
         + check_lines(checks)
         + (table(["rung (evaluation)", "FLOPs", "parameters", "tokens", metric, "residual"], rows, cls="data rungs"))
@@ -192,7 +229,7 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
     prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
     intervals = prediction.get("interval") if isinstance(prediction.get("interval"), dict) else {}
     target = _num(prediction.get("flops"))
-    curves = Chart(x_label="parameters", y_label="loss", log_x=True, css_class="plot isoflop-plot")
+    curves = Chart(x_label="parameters", y_label="loss", log_x=True, css_class="plot isoflop-plot", legend_below=True)
     for color, b in zip(_budget_colors(len(budgets)), budgets, strict=True):
         rungs = [r for r in b.get("rungs") or [] if isinstance(r, dict)]
         points = [(_num(r.get("params")), _num(r.get("loss"))) for r in rungs]
@@ -223,6 +260,7 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         log_y=True,
         css_class="plot nopt-plot",
         height=280,
+        legend_below=True,
     )
     size.points("budget optima", [(float(b["flops"]), float(b["params_opt"])) for b in usable], css="optimum")
     law = laws.get("params_opt") if isinstance(laws.get("params_opt"), dict) else None
@@ -239,7 +277,12 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         size.points("forecast", [(target, float(prediction["params"]))], css="forecast")
     out.append(size.render())
     loss = Chart(
-        x_label="training FLOPs", y_label="loss at the optimum", log_x=True, css_class="plot ladder-plot", height=280
+        x_label="training FLOPs",
+        y_label="loss at the optimum",
+        log_x=True,
+        css_class="plot ladder-plot",
+        height=280,
+        legend_below=True,
     )
     loss.points(
         "budget optima",
@@ -260,15 +303,23 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
             fn = None
         if fn:
             loss.line("loss law", [(c, fn(c)) for c in grid], css="fit", color="#2563eb")
-    _forecast_and_measured(loss, prediction, "loss", checks, intervals.get("loss"))
+    _forecast_and_measured(loss, prediction, "loss", checks, intervals.get("loss"), usable)
     out.append(loss.render())
     return "".join(out)
 
 
-def _forecast_and_measured(chart: Chart, prediction: dict, metric: str, checks: list[dict], band) -> None:
+def _forecast_and_measured(
+    chart: Chart, prediction: dict, metric: str, checks: list[dict], band, usable: list[dict]
+) -> None:
+    """The forecast, its interval (clipped to the range of the optima, the forecast and the measurements) and
+    the measured targets."""
     target, predicted = _num(prediction.get("flops")), _num(prediction.get(metric))
-    if target and isinstance(band, list) and len(band) == 2 and all(_num(v) is not None for v in band):
-        chart.band("interval", [(target / 1.06, band[0], band[1]), (target * 1.06, band[0], band[1])], css="interval")
+    shown = [float(b["loss_opt"]) for b in usable if _num(b.get("loss_opt")) is not None]
+    shown += [predicted] if predicted is not None else []
+    shown += [float(c["measured"]) for c in checks if _num(c.get("measured")) is not None]
+    if shown:
+        y_lo, y_hi = y_range(shown)
+        _clipped_interval(chart, target, band, _num(prediction.get("confidence")), y_lo, y_hi)
     if target and predicted is not None:
         chart.points("forecast", [(target, predicted)], titles=[f"forecast @ {fmt_value(target)}"], css="forecast")
     for check in checks:
@@ -338,6 +389,7 @@ def isoflop_summary(forecast: dict, root: int, step_rel: str, checks: list[dict]
     return (
         isoflop_charts(forecast, checks)
         + "".join(f'<div class="forecast-line">{w}</div>' for w in words)
+        + cost_line(prediction or {})
         + check_lines(checks)
         + notes
         + table(["budget (FLOPs)", "rungs", "N_opt", "loss at optimum", "usable"], rows, cls="data budgets")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 
+from marin.browser.costs import experiment_costs
 from marin.browser.html import (
     STATE_LABEL,
     error_box,
@@ -260,6 +261,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
             cls="data steps",
             tid="steps",
         )
+        + experiment_costs(root, index, rel, exp.steps)
         + _runs_section(runs, runs_error)
         + _environment_section(rec.get("environment"))
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'

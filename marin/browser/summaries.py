@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from marin.browser.charts import Chart, ema
+from marin.browser.costs import cost_summary
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
 from marin.browser.ladder import check_lines, ladder_summary
 from marin.browser.svg import PALETTE
@@ -433,6 +434,7 @@ KINDS = [
     ("metrics.json", "Harness tasks", harness_summary),
     ("forecast.json", "Forecast", forecast_summary),
     ("check.json", "Forecast check", check_summary),
+    ("cost.json", "Cost: estimate against measured", cost_summary),
 ]
 
 
