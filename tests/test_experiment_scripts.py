@@ -6,8 +6,10 @@ added. For each, `marin plan` must plan it, and every command its docstring show
 would type it, with the prefix pointed at a temporary folder: `marin plan` and `marin explain` as written,
 `python <script> ...` with `--dry_run` added (which must write nothing). The docstring commands that start a
 server (`marin browse`) are not run here. hello_world, whose steps take a second, is also run for real, twice,
-as its docstring says (the second run runs nothing). The full runs of the ladders and the tutorial belong to
-their own tests (tests/test_tutorial.py, tests/test_*ladder*.py).
+as its docstring says (the second run runs nothing). The other scripts' full runs belong to their own tests:
+the tutorial's DAG (tests/test_tutorial.py), the quality-filter experiment's steps on a smaller corpus
+(tests/test_quality_experiment.py; as shipped it starts a Ray cluster for its resource-declaring steps and
+takes over a minute), and the ladders with their targets (tests/test_*ladder*.py).
 """
 
 from __future__ import annotations
