@@ -101,3 +101,14 @@ def test_an_evaluation_records_its_forward_flops_and_the_seconds_it_took(root, t
         cost["measured"]["device_seconds"] / cost["estimate"]["device_seconds"]
     )
     assert (out / VOLATILE_LIST).read_text().split() == ["cost.json"], "its timings vary between identical runs"
+
+
+def test_a_malformed_mfu_fails_the_training_before_it_writes_anything(root, tmp_path, monkeypatch):
+    from marin.training.train import train
+
+    data = corpus(root / "corpus")
+    monkeypatch.setenv("MARIN_MFU", "40")
+    out = tmp_path / "never"
+    with pytest.raises(ValueError, match=r"MARIN_MFU='40'.*mfu must be in \(0, 1\]"):
+        train(tiny_train_config(str(out), {"plays_a": str(data["plays_a"])}))
+    assert not out.exists()

@@ -154,9 +154,11 @@ def _read_documents(path: str, tokenizer, max_documents: int | None):
 
 def evaluate(config: EvalConfig) -> dict:
     """Score the checkpoint on every set; write `results.json` and `results.parquet`; return the results."""
+    from marin.training.cost import CostSettings
     from marin.training.levanter_process import prepare_levanter_process
 
     started = time.monotonic()
+    cost_settings = CostSettings.from_env()  # a malformed MARIN_MFU fails here, before any scoring
     prepare_levanter_process()
     for name, path in config.datasets.items():
         cache = posixpath.join(path, config.split)
@@ -218,17 +220,21 @@ def evaluate(config: EvalConfig) -> dict:
     }
     results["flops"] = 6 * results["parameter_count"] * results["tokens"]
     _write_results(config.output_path, results)
-    _write_cost(config, model_config, len(tokenizer), per_set, time.monotonic() - started)
+    _write_cost(config, model_config, len(tokenizer), per_set, time.monotonic() - started, cost_settings)
     return results
 
 
-def _write_cost(config: EvalConfig, model: LlamaModelConfig, vocab_size: int, per_set: dict, wall_s: float) -> None:
+def _write_cost(
+    config: EvalConfig, model: LlamaModelConfig, vocab_size: int, per_set: dict, wall_s: float, settings
+) -> None:
     from marin.step_context import running_step_resources
     from marin.storage import write_volatile_list
     from marin.training.cost import COST_FILE, cost_record, evaluation_flops, write_cost_record
 
     work = evaluation_flops(model, vocab_size, sum(r["tokens"] for r in per_set.values()))
-    record = cost_record(kind="evaluate", work=work, resources=running_step_resources(), wall_seconds=wall_s)
+    record = cost_record(
+        kind="evaluate", work=work, resources=running_step_resources(), wall_seconds=wall_s, settings=settings
+    )
     write_volatile_list(config.output_path, [COST_FILE])
     write_cost_record(config.output_path, record)
 

@@ -43,6 +43,7 @@ from marin.training import distributed, mixture
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
+from marin.training.cost import CostSettings
 from marin.training.levanter_process import prepare_levanter_process
 from marin.training.model_io import export_hf, levanter_llama
 from marin.training.wandb_sync import WandbSync, live_wandb_dir
@@ -352,6 +353,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
             "run the step with fn=marin.evaluation.harness_hook.train_with_harness (default_train does)"
         )
     started = time.monotonic()
+    cost_settings = CostSettings.from_env()  # a malformed MARIN_MFU fails here, not after the training
     distributed.initialize()  # before anything asks jax for its devices (the accelerator check does)
     primary = distributed.is_primary()
     check_accelerator(
@@ -427,10 +429,12 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
         return
     vocab_size = _write_train_info(config, tokenizer, parent, final_checkpoint, hf_path if config.hf_export else None)
     first = resumed[-1][0] + 1 if resumed else 0
-    _write_cost(config, vocab_size, first, time.monotonic() - started)
+    _write_cost(config, vocab_size, first, time.monotonic() - started, cost_settings)
 
 
-def _write_cost(config: TrainConfig, vocab_size: int, first_step: int, wall_seconds: float) -> None:
+def _write_cost(
+    config: TrainConfig, vocab_size: int, first_step: int, wall_seconds: float, settings: CostSettings | None = None
+) -> None:
     """`cost.json`: the estimate for the steps this attempt trained (from `first_step`) and what they took."""
     from marin.training.cost import cost_record, training_flops, write_cost_record
 
@@ -449,6 +453,7 @@ def _write_cost(config: TrainConfig, vocab_size: int, first_step: int, wall_seco
         work=work,
         resources=running_step_resources(),
         wall_seconds=wall_seconds,
+        settings=settings,
         step_seconds=step_seconds or None,
         extra={"num_train_steps": config.num_train_steps, "first_step": first_step, "steps_run": steps_run},
     )
