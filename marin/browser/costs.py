@@ -60,7 +60,6 @@ def cost_summary(fs, full: str, size: int) -> str:
     got = cost.get("measured") if isinstance(cost.get("measured"), dict) else {}
     device = f"{_g(est.get('devices'))} × {esc(est.get('device'))}"
     rows = [
-        ["work", f"{_g(est.get('flops'))} FLOPs", f"6·N·D {_g(est.get('flops_6nd'))}; {_g(est.get('tokens'))} tokens"],
         ["device-seconds", _g(est.get("device_seconds"), " s"), _g(got.get("device_seconds"), " s")],
         [
             "wall clock",
@@ -84,7 +83,8 @@ def cost_summary(fs, full: str, size: int) -> str:
                 f"MFU {_g(got.get('step_mfu'))}",
             ]
         )
-    head = [("devices", device), ("measured / estimated", _ratio(got.get("estimate_ratio")))]
+    work = f"{_g(est.get('flops'))} FLOPs (6·N·D {_g(est.get('flops_6nd'))}) over {_g(est.get('tokens'))} tokens"
+    head = [("work", work), ("devices", device), ("measured / estimated", _ratio(got.get("estimate_ratio")))]
     if cost.get("kind") == "train" and _num(cost.get("steps_run")) is not None:
         head.append(("steps run", f"{cost['steps_run']:g} of {_g(cost.get('num_train_steps'))} (this attempt)"))
     return kv_table(head) + table(["", "estimate", "measured"], rows, cls="data cost", sortable=False)
