@@ -500,6 +500,14 @@ def part_long(args, work, root) -> dict:
                 f"RSS driver {r['rss_driver_mb']:6.0f} MB, largest worker {r['rss_worker_mb']:6.0f} MB",
                 flush=True,
             )
+    small, big = min(args.long_mb), max(args.long_mb)
+    for step in args.long_steps if small != big else ():
+        a, b = rows[f"{step}-{small}mb"], rows[f"{step}-{big}mb"]
+        print(
+            f"long document {step}: {big} MB vs {small} MB (x{big / small:.0f} the text): CPU x{b['cpu'] / a['cpu']:.2f}, "
+            f"peak RSS x{b['rss_driver_mb'] / a['rss_driver_mb']:.2f}",
+            flush=True,
+        )
     return rows
 
 
