@@ -21,8 +21,9 @@ Parts (`--parts`, comma-separated):
   our `read_documents` and by pyarrow's own `ParquetFile.iter_batches` on the same files, in the
   same process, alternating, best of `--rounds` and the median of the rounds' ratios: pyarrow producing the same Python values
   (`to_pylist` of every column) and pyarrow decoding only (no Python objects);
-- long: one document of 5 MB and one of 50 MB (a single line) through filter, dedup and tokenize,
-  each in a fresh process: wall time and peak RSS.
+- long: one document of 5 MB and one of 50 MB (a single line) through filter, dedup and tokenize
+  (and `filter-language`: the filter with its language filter on), each in a fresh process: wall
+  time, CPU and peak RSS, and the largest size's CPU and RSS over the smallest's.
 
 Per-core throughput is MB of text per CPU-second (the step's processes together), which does not
 depend on how many of the machine's cores other work took; wall MB/s is printed beside it.
@@ -220,10 +221,11 @@ def run_datatrove_filters(corpus: str, out: str, workers: int) -> dict:
 
 
 def run_long(step: str, corpus: str, out: str, tokenizer: str) -> dict:
-    if step == "filter":
-        from marin.processing.filter import FilterConfig, filter_documents
+    if step in ("filter", "filter-language"):
+        from marin.processing.filter import FilterConfig, LanguageConfig, filter_documents
 
-        return {"kept": filter_documents(FilterConfig(input_path=corpus, output_path=out))["kept"]}
+        language = LanguageConfig() if step == "filter-language" else None
+        return {"kept": filter_documents(FilterConfig(input_path=corpus, output_path=out, language=language))["kept"]}
     if step == "dedup":
         from marin.processing.dedup import DedupConfig, dedup_documents
 
