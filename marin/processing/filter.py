@@ -6,7 +6,9 @@ rejects it, and the removal is counted under that filter and datatrove's reason
 (`gopher_quality/gopher_short_doc`, `language/lang_fr`). A filter set to `None` is off. The language
 filter is datatrove's LanguageFilter over the fastText lid.176 model shipped in a pinned wheel, so it
 runs offline (`language_id.py`); it labels kept documents with `metadata.language` and
-`metadata.language_score`. Note that datatrove's C4 filter edits the documents it keeps (it drops
+`metadata.language_score`. A document with more words than Gopher quality's `max_doc_words` is
+removed as `gopher_long_doc` from a count of its first words, the filter's own answer without its
+list of every word (`_more_words_than_allowed`). Note that datatrove's C4 filter edits the documents it keeps (it drops
 citation markers and lines that fail its line rules); the others only decide.
 
 Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
