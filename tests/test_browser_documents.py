@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from html import escape
 from urllib.parse import quote
 
 import pytest
@@ -129,3 +130,48 @@ def test_documents_in_chromium(lab):
         page.locator("div.doc.kept a").first.click()
         expect(page.locator("div.doc.removed")).to_have_count(1)
     assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def parquet_lab(tmp_path_factory):
+    """A real dedup step over Parquet shards with the text in `content` and no id column (ids derived)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("parquet-docs-lab")
+    rng = random.Random(4)
+    texts = [english_doc(rng, 60) for _ in range(10)]
+    shards = [texts[:5] + [texts[1]], texts[5:] + [texts[7], texts[2]]]
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for s, rows in enumerate(shards):
+        table = pa.table({"content": rows, "url": [f"https://e.org/{s}/{i}" for i in range(len(rows))]})
+        pq.write_table(table, corpus / f"part-{s:05d}.parquet", row_group_size=2)
+    step = ExecutorStep(
+        "dedup/parquet",
+        dedup_documents,
+        DedupConfig(
+            input_path=str(corpus), output_path=this_output_path(), fuzzy=None, text_key="content", id_key=None
+        ),
+    )
+    result = Executor(str(root), backend="local", experiment_name="docs").run([step])
+    yield root, result[step][len(str(root)) + 1 :], shards
+
+
+def test_duplicates_page_finds_texts_in_parquet_inputs_read_with_the_steps_keys(parquet_lab):
+    root, rel, shards = parquet_lab
+    removed = [json.loads(line) for line in (root / rel / "removed_ids.jsonl").read_text().splitlines()]
+    keepers = {"part-00000/5": "part-00000/1", "part-00001/5": "part-00001/2", "part-00001/6": "part-00000/2"}
+    assert {r["id"]: r["duplicate_of"] for r in removed} == keepers
+    client = TestClient(create_app([str(root)]))
+    html = client.get(f"/dups/0/{rel}").text
+    pairs = html.split('<div class="pair">')[1:]
+    assert len(pairs) == 3 and "not found in the input" not in html
+    for pair in pairs:
+        removed_id, kept_id = re.findall(r"<code>([\w/-]+)</code>", pair)[:2]
+        assert keepers[removed_id] == kept_id
+        shard, row = kept_id.split("/")
+        shown = re.findall(r'<pre class="doc-text">(.*?)</pre>', pair, re.S)
+        assert len(shown) == 2 and shown[0] == shown[1] == escape(shards[int(shard[-1])][int(row)])
+    kept = client.get(f"/dups/0/{rel}", params={"id": "part-00000/2"}).text
+    assert "1 removed as its duplicates" in kept and escape(shards[0][2]) in kept

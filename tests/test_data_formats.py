@@ -170,6 +170,31 @@ def test_bad_files_fail_naming_the_file_even_when_bad_documents_are_skipped(tmp_
     assert [d["id"] for d in read_documents(str(nulls), skip_bad=True)] == ["a", "c"]
 
 
+@pytest.mark.parametrize("extras", [(), ("url",), ("url", "score", "tags")])
+def test_parquet_batches_give_the_documents_the_json_lines_reader_gives(tmp_path, monkeypatch, extras):
+    """Whole batches are built column by column; a batch with a null text goes row by row: both give what
+    the JSON-lines reader gives for the same records, ids converted, metadata in the same key order."""
+    import marin.processing.documents as documents
+
+    monkeypatch.setattr(documents, "PARQUET_BATCH_ROWS", 4)
+    values = {"url": lambda i: f"https://e.org/{i}", "score": lambda i: i / 4, "tags": lambda i: ["a", str(i)]}
+    rows = [
+        {"id": 100 + i, "text": None if i == 6 else f"text {i}", "source": "web", **{k: values[k](i) for k in extras}}
+        for i in range(11)
+    ]
+    write_as(tmp_path, "parquet", [rows])
+    write_as(tmp_path, "jsonl.gz", [rows])
+    for key in ("id", None):
+        got = {
+            kind: list(read_documents(str(tmp_path / f"part-00000.{kind}"), skip_bad=True, id_key=key))
+            for kind in ("parquet", "jsonl.gz")
+        }
+        assert got["parquet"] == got["jsonl.gz"]
+        kept_columns = sorted(extras) if key else sorted((*extras, "id"))
+        assert [list(d["metadata"]) for d in got["parquet"]] == [kept_columns] * 10
+    assert [d["id"] for d in got["parquet"]][5:7] == ["part-00000/5", "part-00000/7"]
+
+
 def test_multi_member_gzip_and_multi_frame_zstd_read_whole(tmp_path, corpus):
     lines = [json.dumps(r).encode() + b"\n" for r in corpus[0]]
     gz = tmp_path / "a.jsonl.gz"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+from dataclasses import asdict
 
 import numpy as np
 
@@ -63,3 +64,52 @@ def test_segments_keep_every_word_of_simplify_across_their_cuts():
     whole = hasher.words(minhash.simplify(text))
     pieced = [w for seg in minhash.segments(text, 50) for w in hasher.words(minhash.simplify(seg))]
     assert len(list(minhash.segments(text, 50))) > 100 and pieced == whole
+
+
+def _gopher(max_words: int, min_words: int):
+    from datatrove.pipeline.filters import GopherQualityFilter
+
+    from marin.processing.filter import GopherQualityConfig
+
+    config = GopherQualityConfig(max_doc_words=max_words, min_doc_words=min_words)
+    return config, GopherQualityFilter(**asdict(config))
+
+
+def test_the_long_document_count_decides_only_what_datatroves_gopher_filter_decides():
+    from datatrove.data import Document
+
+    from marin.processing.filter import _more_words_than_allowed
+
+    rng = random.Random(8)
+    pieces = ['"', "...", "--", "can't", "e.g.", "U.S.A.", "«ok»", "(x)", "!!", "naïve", "'s", "#", "…", "12,5"]
+    spaces = [" ", "\n", "\t", "\u2003", "\u00a0", " \n\n "]
+    decided = []
+    for trial in range(200):
+        words = [rng.choice(pieces + ["the", "and", "word"]) for _ in range(rng.randint(20, 90))]
+        text = "".join(w + rng.choice(spaces) for w in words)
+        config, flt = _gopher(max_words=40 + trial % 20, min_words=rng.choice([None, 5, 60]))
+        ours = _more_words_than_allowed(text, config)
+        if ours:
+            assert flt.filter(Document(text=text, id=str(trial))) == (False, "gopher_long_doc"), text
+        decided.append(ours)
+    assert 20 < sum(decided) < 180
+
+
+def test_a_long_document_is_filtered_without_a_list_of_its_words(tmp_path):
+    import tracemalloc
+
+    from marin.processing.filter import FilterConfig, FilterShard, filter_shard
+
+    text = english_doc(random.Random(5), 400_000).replace("\n", " ")
+    path = tmp_path / "in" / "part-00000.jsonl.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(json.dumps({"id": "long", "text": text}).encode() + b"\n", compresslevel=1))
+    config = FilterConfig(input_path=str(path.parent), output_path=str(tmp_path / "out"), removed_sample_size=0)
+    tracemalloc.start()
+    try:
+        stats = filter_shard(config, FilterShard(0, str(path)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert stats["removed"] == {"gopher_quality/gopher_long_doc": 1}
+    assert peak < 8 * len(text), f"peak {peak / 1e6:.0f} MB for {len(text) / 1e6:.1f} MB of text"

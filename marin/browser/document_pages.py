@@ -4,7 +4,9 @@ A dedup step records each removed document as one line of `removed_ids.jsonl` (`
 `duplicate_of`); the documents themselves are in the step's input shards. The duplicates page takes a
 page of those lines, finds the texts of both sides in one streaming pass over the input (stopping as soon
 as every wanted id is found, and after `SCAN_LIMIT` bytes in any case), and shows each removed document
-beside the document it duplicates. A document's own view (`?id=`) links both ways: a removed document to
+beside the document it duplicates. The input is read as the step read it: JSON lines or Parquet (only
+its text and id columns), with the step's `text_key` and `id_key` from its record, ids derived as
+`<shard>/<row>` when the step's `id_key` is None. A document's own view (`?id=`) links both ways: a removed document to
 the one it duplicates, a kept document to every document removed as its duplicate.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from marin.browser import previews
@@ -21,7 +24,8 @@ from marin.browser.previews import MAX_LINE, _Lines, _open_stream, compression_o
 from marin.storage.layout import info_path
 
 REMOVED_FILE = "removed_ids.jsonl"
-DOC_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".jsonl.zstd")
+DOC_SUFFIXES = (".jsonl", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".jsonl.zstd")
+PARQUET_SUFFIXES = (".parquet",)
 
 
 def search_form(root: int, rel: str, query: DocQuery) -> str:
@@ -57,8 +61,18 @@ def search_results(fs, root: int, rel: str, full: str, query: DocQuery, offset: 
     return out
 
 
-def _input_folder(root, step_rel: str) -> str | None:
-    """The dedup step's input folder, as a path under this root (records hold the writer's absolute paths)."""
+@dataclass(frozen=True)
+class _Input:
+    """Where a dedup step read its documents, and the keys it read them with (its config's)."""
+
+    folder: str
+    text_key: str = "text"
+    id_key: str | None = "id"
+
+
+def _input_of(root, step_rel: str) -> _Input | None:
+    """The dedup step's input folder, as a path under this root (records hold the writer's absolute paths),
+    with the step's `text_key` and `id_key` (the defaults where its record leaves them out)."""
     try:
         info = json.loads(root.fs.cat_file(info_path(root.join(step_rel))))
     except (OSError, ValueError):
@@ -69,42 +83,124 @@ def _input_folder(root, step_rel: str) -> str | None:
     if not isinstance(source, str):
         return None
     if isinstance(prefix, str) and source.startswith(prefix.rstrip("/") + "/"):
-        return root.join(source[len(prefix.rstrip("/")) + 1 :])
-    return source if root.fs.exists(source) else None
+        folder = root.join(source[len(prefix.rstrip("/")) + 1 :])
+    elif root.fs.exists(source):
+        folder = source
+    else:
+        return None
+    text_key = config.get("text_key", "text")
+    id_key = config.get("id_key", "id")
+    return _Input(
+        folder,
+        text_key if isinstance(text_key, str) and text_key else "text",
+        id_key if id_key is None or (isinstance(id_key, str) and id_key) else "id",
+    )
 
 
-def _find_texts(fs, folder: str, wanted: set[str]) -> tuple[dict[str, dict], bool]:
-    """id -> document for the wanted ids, from the shards in `folder`; and whether the byte limit cut it short."""
+def _shards(fs, folder: str) -> list[str]:
+    """The document shards a step reads in `folder`, as its reader lists them: the `part-*` files when
+    there are any, else every JSON-lines or Parquet file below; never hidden files or folders."""
+    try:
+        found = sorted(p for p in fs.find(folder) if p.endswith(DOC_SUFFIXES + PARQUET_SUFFIXES))
+    except FileNotFoundError:
+        return []
+    base = fs._strip_protocol(folder).rstrip("/")
+    found = [p for p in found if "/." not in p[len(base) :]]
+    parts = [p for p in found if p.rsplit("/", 1)[-1].startswith("part-")]
+    return parts or found
+
+
+def _stem(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return next((name[: -len(s)] for s in DOC_SUFFIXES + PARQUET_SUFFIXES if name.endswith(s)), name)
+
+
+def _find_texts(fs, source: _Input, wanted: set[str]) -> tuple[dict[str, dict], bool]:
+    """id -> document for the wanted ids, from the step's input shards (JSON lines or Parquet, read with the
+    step's keys; ids derived as `<shard>/<row>` when its `id_key` is None); and whether the byte limit cut
+    the search short."""
     found: dict[str, dict] = {}
     budget = SCAN_LIMIT
-    try:
-        shards = sorted(e for e in fs.ls(folder, detail=False) if e.endswith(DOC_SUFFIXES))
-    except FileNotFoundError:
-        return found, False
-    for shard in shards:
+    for shard in _shards(fs, source.folder):
         if len(found) == len(wanted) or budget <= 0:
             break
-        stream, raw = _open_stream(fs, shard, compression_of(shard))
-        try:
-            reader = _Lines(stream)
-            while budget > 0 and len(found) < len(wanted):
-                line = reader.readline(MAX_LINE)
-                if not line:
-                    break
-                budget -= len(line)
-                if not any(w.encode() in line for w in wanted if w not in found):
-                    continue
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(doc, dict) and str(doc.get("id")) in wanted:
-                    found[str(doc["id"])] = doc
-        finally:
-            stream.close()
-            if raw is not stream:
-                raw.close()
+        read = _parquet_texts if shard.endswith(PARQUET_SUFFIXES) else _jsonl_texts
+        budget = read(fs, shard, source, wanted, found, budget)
     return found, budget <= 0
+
+
+def _jsonl_texts(fs, shard: str, source: _Input, wanted: set[str], found: dict, budget: int) -> int:
+    stem = _stem(shard)
+    stream, raw = _open_stream(fs, shard, compression_of(shard))
+    try:
+        reader = _Lines(stream)
+        row = -1
+        while budget > 0 and len(found) < len(wanted):
+            line = reader.readline(MAX_LINE)
+            if not line:
+                break
+            row += 1
+            budget -= len(line)
+            if source.id_key is None:
+                doc_id = f"{stem}/{row}"
+                if doc_id not in wanted:
+                    continue
+            elif not any(w.encode() in line for w in wanted if w not in found):
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict):
+                continue
+            if source.id_key is not None:
+                doc_id = str(doc.get(source.id_key))
+            if doc_id in wanted:
+                found[doc_id] = _with_text(doc, source.text_key)
+    finally:
+        stream.close()
+        if raw is not stream:
+            raw.close()
+    return budget
+
+
+def _parquet_texts(fs, shard: str, source: _Input, wanted: set[str], found: dict, budget: int) -> int:
+    """Reads only the text and id columns, a batch at a time; a file that cannot be read is passed over."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    stem = _stem(shard)
+    try:
+        with fs.open(shard, "rb") as f:
+            pf = pq.ParquetFile(f)
+            names = pf.schema_arrow.names
+            if source.text_key not in names or (source.id_key is not None and source.id_key not in names):
+                return budget
+            columns = [source.text_key] + ([source.id_key] if source.id_key is not None else [])
+            row = 0
+            for batch in pf.iter_batches(batch_size=1024, columns=columns):
+                texts = batch.column(0).to_pylist()
+                if source.id_key is None:
+                    ids = [f"{stem}/{r}" for r in range(row, row + batch.num_rows)]
+                else:
+                    ids = [None if v is None else str(v) for v in batch.column(1).to_pylist()]
+                row += batch.num_rows
+                for doc_id, text in zip(ids, texts, strict=True):
+                    if doc_id in wanted and isinstance(text, str):
+                        found[doc_id] = {"id": doc_id, "text": text}
+                budget -= sum(len(t) for t in texts if isinstance(t, str))
+                if budget <= 0 or len(found) == len(wanted):
+                    break
+    except (pa.ArrowException, OSError):
+        pass
+    return budget
+
+
+def _with_text(doc: dict, text_key: str) -> dict:
+    """The document with its text under `text` when the step read it from another field."""
+    if text_key != "text" and isinstance(doc.get(text_key), str):
+        return {**doc, "text": doc[text_key]}
+    return doc
 
 
 def _text_of(doc: dict | None) -> str | None:
@@ -173,10 +269,10 @@ def duplicates_page(roots, index: int, rel: str, offset: int = 0, n: int = 20, d
     wanted |= {str(e["duplicate_of"]) for e in entries if e.get("duplicate_of") is not None}
     if doc_id is not None:
         wanted.add(doc_id)
-    folder = _input_folder(root, rel)
-    docs, cut = _find_texts(root.fs, folder, wanted) if folder else ({}, False)
+    source = _input_of(root, rel)
+    docs, cut = _find_texts(root.fs, source, wanted) if source else ({}, False)
     out = []
-    if folder is None:
+    if source is None:
         out.append(error_box(f"{rel}: the step's input folder is not under this root; texts cannot be shown"))
     if cut:
         out.append(note(f"stopped after reading {SCAN_LIMIT >> 20} MiB of the input; some texts are not shown"))

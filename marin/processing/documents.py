@@ -40,12 +40,14 @@ import base64
 import contextlib
 import gzip
 import io
+import itertools
 import json
 import logging
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import fsspec
 
@@ -149,7 +151,12 @@ def read_documents(
         where = "line"
     else:
         raise BadShardError(f"{path}: not a document shard (expected one of {', '.join(SHARD_SUFFIXES)})")
-    for position, reason, doc in rows:
+    for item in rows:
+        if type(item) is _Batch:
+            report.documents += item.count
+            yield from item.documents
+            continue
+        position, reason, doc = item
         if reason is not None:
             if not skip_bad:
                 raise BadDocumentError(
@@ -304,8 +311,18 @@ _MISSING = object()
 # ---------------------------------------------------------------- Parquet
 
 
-def _parquet_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tuple[int, str | None, dict | None]]:
-    """(0-based row, bad reason or None, document) for every row, one batch at a time."""
+class _Batch(NamedTuple):
+    """A Parquet batch's documents when none of its rows can be bad."""
+
+    count: int
+    documents: Iterator[dict]
+
+
+def _parquet_rows(
+    path: str, text_key: str, id_key: str | None
+) -> Iterator[_Batch | tuple[int, str | None, dict | None]]:
+    """One batch at a time: its `_Batch` when no row of it can be bad, else (0-based row, bad reason or
+    None, document) for each of its rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -334,12 +351,12 @@ def _parquet_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tupl
         row = 0
         try:
             for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                columns = {name: _pylist(batch.column(i)) for i, name in enumerate(batch.schema.names)}
-                if plain:
-                    rows = _plain_rows(columns, row, text_key, id_key, stem, extras)
+                names = batch.schema.names
+                columns = {name: _pylist(batch.column(i)) for i, name in enumerate(names)}
+                if plain and _no_nulls(batch, names, text_key, id_key):
+                    yield _plain_batch(columns, row, batch.num_rows, text_key, id_key, stem, extras)
                 else:
-                    rows = _general_rows(columns, row, batch.num_rows, text_key, id_key, stem)
-                yield from rows
+                    yield from _general_rows(columns, row, batch.num_rows, text_key, id_key, stem)
                 row += batch.num_rows
         except (pa.ArrowException, OSError) as e:
             raise BadShardError(f"{path}: unreadable Parquet data in the rows from {row} ({e})") from None
@@ -351,23 +368,47 @@ def _is_local(fs) -> bool:
     return isinstance(fs, LocalFileSystem)
 
 
-def _plain_rows(columns: dict, first: int, text_key: str, id_key: str | None, stem: str, extras: list[str]):
-    """Rows of a batch without a `metadata` column (string `source`, if any): built column by column,
-    the same documents as `_document` builds from each row."""
+def _no_nulls(batch, names: list[str], text_key: str, id_key: str | None) -> bool:
+    """Whether the batch's text and id columns hold no null (then no row of it is a bad document)."""
+    if batch.column(names.index(text_key)).null_count:
+        return False
+    return id_key is None or not batch.column(names.index(id_key)).null_count
+
+
+def _plain_batch(columns: dict, first: int, n: int, text_key: str, id_key: str | None, stem: str, extras: list[str]):
+    """The documents of a batch without a `metadata` column (string `source`, if any) and without null
+    texts or ids: the same documents `_document` builds from each row, built column by column in one
+    generator (a FineWeb shard's documents come from here). Lazily, so each document is freed once its
+    reader is done with it rather than surviving, with the rest of its batch, into the collector's older
+    generations."""
     texts = columns[text_key]
-    n = len(texts)
-    ids = columns[id_key] if id_key is not None else range(first, first + n)
-    sources = columns.get("source") or [""] * n
-    metas = zip(*(columns[name] for name in extras), strict=True) if extras else ((),) * n
-    for i, (text, doc_id, source, values) in enumerate(zip(texts, ids, sources, metas, strict=True)):
-        if type(text) is not str:
-            yield first + i, f"missing_text: {text_key!r} is null", None
-        elif doc_id is None:
-            yield first + i, f"missing_id: document has no {id_key!r} field (set id_key=None to derive ids)", None
-        else:
-            doc_id = f"{stem}/{doc_id}" if id_key is None else (doc_id if type(doc_id) is str else str(doc_id))
-            metadata = dict(zip(extras, values, strict=True))
-            yield first + i, None, {"id": doc_id, "text": text, "source": source or "", "metadata": metadata}
+    if id_key is None:
+        ids = [f"{stem}/{r}" for r in range(first, first + n)]
+    else:
+        ids = columns[id_key]
+        if ids and type(ids[0]) is not str:
+            ids = [str(v) for v in ids]
+    sources = columns.get("source")
+    if sources is None:
+        sources = itertools.repeat("", n)
+    elif None in sources:
+        sources = [s or "" for s in sources]
+    if not extras:
+        docs = ({"id": i, "text": t, "source": s, "metadata": {}} for i, t, s in zip(ids, texts, sources, strict=True))
+    elif len(extras) == 1:
+        name = extras[0]
+        values = columns[name]
+        docs = (
+            {"id": i, "text": t, "source": s, "metadata": {name: v}}
+            for i, t, s, v in zip(ids, texts, sources, values, strict=True)
+        )
+    else:
+        rows = zip(*(columns[e] for e in extras), strict=True)
+        docs = (
+            {"id": i, "text": t, "source": s, "metadata": dict(zip(extras, v, strict=True))}
+            for i, t, s, v in zip(ids, texts, sources, rows, strict=True)
+        )
+    return _Batch(n, docs)
 
 
 def _general_rows(columns: dict, first: int, n: int, text_key: str, id_key: str | None, stem: str):

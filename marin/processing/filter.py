@@ -6,7 +6,9 @@ rejects it, and the removal is counted under that filter and datatrove's reason
 (`gopher_quality/gopher_short_doc`, `language/lang_fr`). A filter set to `None` is off. The language
 filter is datatrove's LanguageFilter over the fastText lid.176 model shipped in a pinned wheel, so it
 runs offline (`language_id.py`); it labels kept documents with `metadata.language` and
-`metadata.language_score`. Note that datatrove's C4 filter edits the documents it keeps (it drops
+`metadata.language_score`. A document with more words than Gopher quality's `max_doc_words` is
+removed as `gopher_long_doc` from a count of its first words, the filter's own answer without its
+list of every word (`_more_words_than_allowed`). Note that datatrove's C4 filter edits the documents it keeps (it drops
 citation markers and lines that fail its line rules); the others only decide.
 
 Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
@@ -20,6 +22,7 @@ local pool of `workers` otherwise); each finished shard's counts sit in its ledg
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -214,6 +217,35 @@ def _build_filters(config: FilterConfig) -> list[tuple[str, object]]:
     return filters
 
 
+def _more_words_than_allowed(text: str, quality: GopherQualityConfig) -> bool:
+    """Whether datatrove's GopherQualityFilter is sure to remove `text` as `gopher_long_doc`, decided from
+    the first `max_doc_words` words only.
+
+    The filter counts the words of NLTK's tokenizer that hold a character outside datatrove's
+    PUNCTUATION_SET. The tokenizer only cuts within and between whitespace-separated pieces and keeps
+    every such character, so each piece holding one gives at least one counted word: the pieces are a
+    lower bound of the filter's count. Once they exceed `max_doc_words` (and reach `min_doc_words`, whose
+    check comes first), the filter's answer is `gopher_long_doc`, without its tokenizing a text of any
+    length into a list of every word (~50 bytes per character of text, minutes for a 50 MB document).
+    """
+    limit = quality.max_doc_words
+    if not limit or len(text) <= limit:
+        return False
+    from datatrove.utils.text import PUNCTUATION_SET
+
+    need = max(limit + 1, quality.min_doc_words or 0)
+    count = 0
+    for piece in _WHITESPACE_PIECE.finditer(text):
+        if not PUNCTUATION_SET.issuperset(piece.group()):
+            count += 1
+            if count >= need:
+                return True
+    return False
+
+
+_WHITESPACE_PIECE = re.compile(r"\S+")
+
+
 @dataclass(frozen=True)
 class FilterShard:
     """Input shard `index` (at `input_path`) becomes output shard `index`."""
@@ -236,6 +268,9 @@ def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
         dt_doc = Document(text=doc["text"], id=doc["id"], metadata=dict(doc["metadata"]))
         reason = None
         for name, flt in filters:
+            if name == "gopher_quality" and _more_words_than_allowed(dt_doc.text, config.gopher_quality):
+                reason = f"{name}/gopher_long_doc"
+                break
             result = flt.filter(dt_doc)
             ok, why = result if isinstance(result, tuple) else (result, None)
             if not ok:
