@@ -2,7 +2,7 @@
 
 Each helper returns an `ExecutorStep` whose name says what it is (`raw/`, `filtered/`, `deduped/`,
 `tokenizers/`, `tokenized/`). Which config fields enter the step's hash is declared by the config
-classes themselves (marin/step_config.py: every field, unless declared otherwise, e.g. worker counts,
+classes themselves (marin/stepkit/config.py: every field, unless declared otherwise, e.g. worker counts,
 since the steps write the same bytes with any number of workers), so a helper passes plain values and
 cannot leave one out. An input may be another step (its whole output folder), an `output_path_of(...)`
 reference, or a plain path; either way it is in the version, and a plain path is checked to exist

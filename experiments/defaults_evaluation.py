@@ -28,7 +28,7 @@ from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
 from marin.execution import ExecutorStep, ResourceConfig, output_path_of, this_output_path
-from marin.step_config import checked
+from marin.stepkit.config import checked
 from marin.storage import join, read_text
 from marin.training.config import LlamaModelConfig, OptimizerConfig
 

@@ -23,7 +23,7 @@ from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
 from marin.evaluation.harness_hook import train_with_harness
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
-from marin.step_config import checked
+from marin.stepkit.config import checked
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
 

@@ -80,8 +80,8 @@ def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
     from marin.execution.main import cache_from_of, resolve_prefix
-    from marin.plan_cost import register
     from marin.storage import exists
+    from marin.tools.plan_cost import register
 
     register()
 
@@ -104,9 +104,9 @@ def cmd_plan(ns) -> int:
 
 
 def cmd_explain(ns) -> int:
-    from marin.execution.explain import explain_step
     from marin.execution.main import resolve_prefix
     from marin.execution.planning import plan_steps
+    from marin.tools.explain import explain_step
 
     def action(steps, description, cfg):
         prefix = resolve_prefix(cfg.prefix)
@@ -120,13 +120,13 @@ def cmd_explain(ns) -> int:
 
 
 def cmd_status(ns) -> int:
-    from marin.execution.inspect_prefix import print_status
+    from marin.tools.inspect_prefix import print_status
 
     return print_status(ns.prefix)
 
 
 def cmd_rerun(ns) -> int:
-    from marin.execution.rerun import rerun_main
+    from marin.tools.rerun import rerun_main
 
     args = [*ns.args]
     for flag in ("dry_run", "force_run_failed", "rerun_code_changed", "cache_code_changed"):
@@ -143,7 +143,7 @@ def cmd_rerun(ns) -> int:
 
 
 def cmd_verify(ns) -> int:
-    from marin.execution.verify import verify_main
+    from marin.tools.verify import verify_main
 
     return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
 
@@ -168,7 +168,7 @@ def cmd_browse(ns) -> int:
 
 
 def cmd_submit(ns) -> int:
-    from marin.execution.submit import submit_main
+    from marin.tools.submit import submit_main
 
     return submit_main(ns.address, ns.job, wait=ns.wait)
 
@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare the manifests without hashing the files again (fast; trusts that nothing changed since)",
     )
-    from marin.execution.verify_values import DEFAULT_ATOL, DEFAULT_RTOL
+    from marin.tools.verify_values import DEFAULT_ATOL, DEFAULT_RTOL
 
     p.add_argument(
         "--rtol",

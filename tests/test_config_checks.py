@@ -21,9 +21,10 @@ import pytest
 from experiments.defaults import default_tokenizer
 from experiments.defaults_training import ladder_model, scaling_ladder
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path, versioned
-from marin.execution.explain import explain_step, new_hash_reasons
+from marin.execution.earlier_outputs import new_hash_reasons
 from marin.execution.planning import PlanError
-from marin.step_config import type_error, unversioned
+from marin.stepkit.config import type_error, unversioned
+from marin.tools.explain import explain_step
 from marin.training.config import OptimizerConfig
 
 

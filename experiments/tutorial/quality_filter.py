@@ -31,7 +31,7 @@ from experiments.defaults import (
 )
 from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
 from marin.processing.documents import encode_documents, list_shards, read_documents, shard_name
-from marin.step_config import StepConfig, input_field, output_field
+from marin.stepkit.config import StepConfig, input_field, output_field
 from marin.storage import join, read_text, write_bytes
 
 TRAIN_PLAYS = ("macbeth", "the-tempest")

@@ -7,7 +7,7 @@ executor what to do with a field:
     output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
     this_output_path()               filled with this step's own output folder
 
-In a config that declares its fields (a `marin.step_config.StepConfig`, as every config of the step
+In a config that declares its fields (a `marin.stepkit.config.StepConfig`, as every config of the step
 library is), every field not declared unversioned is part of the hash without a marker, plain input
 paths included; in any other dataclass, unmarked fields are passed through untouched and do not affect
 the hash. Before calling `fn(config)` the executor replaces every marker by a plain value, so a step
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from marin.step_config import KEEP, Placeholder, transform
+from marin.stepkit.config import KEEP, Placeholder, transform
 from marin.storage.paths import join
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from marin.execution.authoring import ResourceConfig
 from marin.execution.interrupts import LEFT_FOR_RERUN, interrupt_running_steps
 from marin.execution.status import Outcome
 from marin.execution.step_runner import StepOutcome, StepTask, execute_step
-from marin.sharding import RAY_SYSTEM_RETRIES
+from marin.stepkit.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -121,9 +121,9 @@ def ray_options(resources: ResourceConfig | None) -> dict:
 
 def gang_spec(resources: ResourceConfig):
     """How the runner of a step with `hosts > 1` starts its gang: one bundle and one actor per host."""
-    from marin.execution.gang import GangSpec
+    from marin.execution.gang_launch import GangSpec
     from marin.execution.resources_check import wanted_resources
-    from marin.gang import AUTODETECT_ENV
+    from marin.stepkit.gang import AUTODETECT_ENV
 
     opts = ray_options(resources)
     bundle = wanted_resources(opts)

@@ -173,7 +173,7 @@ class Executor:
         states = read_statuses([p.output_path for p in selected])
         new_reasons: dict[PlannedStep, str] = {}
         if explain_new:
-            from marin.execution.explain import new_hash_reasons
+            from marin.execution.earlier_outputs import new_hash_reasons
 
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[PlannedStep, str | None] = {}

@@ -20,7 +20,7 @@ from marin.execution.authoring import ExecutorStep, InputName, OutputName, Resou
 from marin.execution.config_values import ConfigValueError, build
 from marin.execution.planning import plan_steps
 from marin.execution.references import resolve_reference
-from marin.step_config import KEEP, transform
+from marin.stepkit.config import KEEP, transform
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 
 
