@@ -21,7 +21,8 @@ import time
 import pytest
 
 from marin.execution import Executor, ExecutorRunError, ResourceConfig
-from marin.execution.backends import canonical_accelerator, ray_options
+from marin.execution.authoring import canonical_accelerator
+from marin.execution.backends import ray_options
 from marin.execution.resources_check import unsatisfiable_reason
 from marin.stepkit.sharding import LEDGERS
 from marin.storage import compute_manifest
