@@ -354,7 +354,7 @@ def test_rerun_of_a_record_that_referenced_inputs_references_them_again_and_refu
 
 def test_marin_rerun_passes_the_cache_flags_to_the_run(monkeypatch):
     from marin import cli
-    from marin.execution import rerun
+    from marin.tools import rerun
 
     seen = {}
     monkeypatch.setattr(rerun, "rerun_main", lambda record, prefix, args, code: seen.update(args=args) or 0)
