@@ -1,4 +1,4 @@
-"""The authoring API: what an experiment file uses to declare steps (DESIGN.md §3).
+"""The authoring API: what an experiment file uses to declare steps (docs/design.md, "The authoring API").
 
 A step is a name, a function and a frozen dataclass config. Inside the config, three markers tell the
 executor what to do with a field:

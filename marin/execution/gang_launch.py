@@ -1,4 +1,4 @@
-"""One step, several hosts: a gang of Ray actors started, watched and restarted together (DESIGN.md §11).
+"""One step, several hosts: a gang of Ray actors started, watched and restarted together (docs/cluster.md).
 
 A step with `ResourceConfig(hosts=N)` is still one step to the executor: one runner task takes its lease,
 claims its attempt and writes its records, exactly as for any step. Only where that runner would call

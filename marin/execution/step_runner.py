@@ -15,7 +15,7 @@ and resumes from a copy of the attempt's files.
 The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
 that reaches the final folder is moved there out of that folder after a lease check, and a runner
 taking over first takes that folder away. So a runner that lost its lease, whatever it still does,
-cannot change what its successor published (fencing, DESIGN.md §11).
+cannot change what its successor published (fencing, docs/executor.md).
 """
 
 from __future__ import annotations

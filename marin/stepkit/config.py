@@ -1,6 +1,6 @@
 """What a step's config declares about its own fields: which are versioned, which are inputs, its checks.
 
-A step's hash covers its version (DESIGN.md §4). Which fields belong in it is a property of the
+A step's hash covers its version (docs/executor.md, "Identity"). Which fields belong in it is a property of the
 step, not of the experiment helper that happens to build its config, so the config class says it:
 
     @dataclass(frozen=True, kw_only=True)

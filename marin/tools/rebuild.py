@@ -1,4 +1,4 @@
-"""Rebuilding an experiment's steps from its record (DESIGN.md §9): the inverse of instantiation.
+"""Rebuilding an experiment's steps from its record (docs/executor.md, "Rerun and verify"): the inverse of instantiation.
 
 The record names each step's function and config type by import path (or by script path for
 functions defined in the experiment file), holds the instantiated config, and the version that was

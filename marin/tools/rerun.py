@@ -1,4 +1,4 @@
-"""Running an experiment again from its record into another prefix (`marin rerun`, DESIGN.md §9).
+"""Running an experiment again from its record into another prefix (`marin rerun`; docs/executor.md, "Rerun and verify").
 
 The steps are rebuilt from the record by `rebuild.py`; this module decides which code they run and says
 how it differs from the recorded code.
