@@ -134,9 +134,14 @@ def _help_formatter():
 def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
     """The flags of `argv`; a bad value (an unknown backend, `--max_concurrent 0`) exits with one `error:` line."""
     from draccus.argparsing import ArgumentParser
+    from draccus.utils import DecodingError
 
-    cfg = ArgumentParser(ExecutorMainConfig, formatter_class=_help_formatter()).parse_args(normalise_args(argv))
-    problem = check_main_config(cfg)
+    try:
+        cfg = ArgumentParser(ExecutorMainConfig, formatter_class=_help_formatter()).parse_args(normalise_args(argv))
+    except DecodingError as exc:
+        cfg, problem = None, f"--{'.'.join(exc.key_path)}: {' '.join(exc.message.split())}"
+    else:
+        problem = check_main_config(cfg)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)
