@@ -12,13 +12,16 @@ setup: .venv/.marin-setup
 	$(UV) sync --frozen
 	@touch $@
 
+CHROMIUM := scripts/ensure_apt_package.sh chromium chromium "the browser tests"
+GRAPHVIZ := scripts/ensure_apt_package.sh graphviz dot "the browser's graph layouts"
+
 browser-deps:
-	@scripts/ensure_chromium.sh
-	@scripts/ensure_graphviz.sh
+	@$(CHROMIUM)
+	@$(GRAPHVIZ)
 
 # graphviz draws the browser's DAGs; without it (no root to install it) the browser falls back to its own layout
 run: setup
-	@scripts/ensure_graphviz.sh || echo "continuing without graphviz: marin browse draws DAGs with its own layout"
+	@$(GRAPHVIZ) || echo "continuing without graphviz: marin browse draws DAGs with its own layout"
 	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps

@@ -34,7 +34,7 @@ from marin.browser import records  # noqa: E402
 from marin.browser.app import create_app  # noqa: E402
 from tests.browser_support import ServerThread  # noqa: E402
 
-# Synthetic records written per docs/records.md (hashes as DESIGN.md §4), fast enough for 1,000 experiments.
+# Synthetic records written per docs/records.md (hashes as docs/executor.md says), fast enough for 1,000 experiments.
 
 
 def canonical(value) -> str:

@@ -18,7 +18,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.environ.get("BENCH", os.path.join(ROOT, "..", "shared", "bench"))
+BENCH = os.environ.get("BENCH") or sys.exit(
+    "set BENCH to the folder of the executor benchmark harness (docs/benchmarks.md)"
+)
 
 ONE_RUN = """
 import json, sys, time

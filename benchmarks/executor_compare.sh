@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BEFORE=$(cd "$1" && pwd)
 ROUNDS=${2:-3}
-BENCH=${BENCH:-$ROOT/../shared/bench}
+BENCH=${BENCH:?set BENCH to the folder of the executor benchmark harness (docs/benchmarks.md)}
 WORK=$(mktemp -d)
 OUT=$ROOT/benchmarks/results/compare
 mkdir -p "$OUT"

@@ -2,7 +2,7 @@
 
 Each helper returns an `ExecutorStep` whose name says what it is (`raw/`, `filtered/`, `deduped/`,
 `tokenizers/`, `tokenized/`). Which config fields enter the step's hash is declared by the config
-classes themselves (marin/step_config.py: every field, unless declared otherwise, e.g. worker counts,
+classes themselves (marin/stepkit/config.py: every field, unless declared otherwise, e.g. worker counts,
 since the steps write the same bytes with any number of workers), so a helper passes plain values and
 cannot leave one out. An input may be another step (its whole output folder), an `output_path_of(...)`
 reference, or a plain path; either way it is in the version, and a plain path is checked to exist
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from marin.download.download import DownloadConfig, download
 from marin.download.shipped_corpus import ShippedCorpusConfig, write_shakespeare_corpus
-from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of
 from marin.processing.decontaminate import DecontaminateConfig, decontaminate
 from marin.processing.dedup import DedupConfig, MinHashConfig, dedup_documents
 from marin.processing.filter import (
@@ -54,7 +54,6 @@ def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> Exec
         name=f"sources/shakespeare-{suffix}",
         fn=write_shakespeare_corpus,
         config=ShippedCorpusConfig(
-            output_path=this_output_path(),
             num_shards=num_shards,
             plays=tuple(plays),
             plant_duplicates=True,
@@ -79,7 +78,6 @@ def default_download(
         fn=download,
         config=DownloadConfig(
             source=_input(source),
-            output_path=this_output_path(),
             glob=glob,
             files=tuple(files),
             revision=revision,
@@ -118,7 +116,6 @@ def default_filter(
         fn=filter_documents,
         config=FilterConfig(
             input_path=_input(documents),
-            output_path=this_output_path(),
             language=language,
             gopher_quality=gopher_quality,
             gopher_repetition=gopher_repetition,
@@ -155,7 +152,6 @@ def default_dedup(
         fn=dedup_documents,
         config=DedupConfig(
             input_path=_input(documents),
-            output_path=this_output_path(),
             exact=exact,
             fuzzy=fuzzy,
             skip_bad_documents=skip_bad_documents,
@@ -187,7 +183,6 @@ def default_tokenizer(
         fn=train_tokenizer,
         config=TrainTokenizerConfig(
             input_path=_input(documents),
-            output_path=this_output_path(),
             vocab_size=vocab_size,
             min_frequency=min_frequency,
             bos_token=bos_token,
@@ -219,7 +214,6 @@ def default_tokenize(
         config=TokenizeConfig(
             input_path=_input(documents),
             tokenizer=_input(tokenizer),
-            output_path=this_output_path(),
             validation_path=_input(validation) if validation is not None else None,
             validation_fraction=0.0 if validation is not None else validation_fraction,
             text_key=text_key,
@@ -247,7 +241,6 @@ def default_quality_classifier(
         config=TrainQualityClassifierConfig(
             positive_paths=_inputs(positive),
             negative_paths=_inputs(negative),
-            output_path=this_output_path(),
             **options,
         ),
         resources=ResourceConfig(cpu=1),
@@ -273,7 +266,6 @@ def default_quality_filter(
         config=QualityFilterConfig(
             input_path=_input(documents),
             classifier=_input(classifier),
-            output_path=this_output_path(),
             threshold=None if keep_fraction is not None else threshold,
             keep_fraction=keep_fraction,
             attribute=attribute,
@@ -305,7 +297,6 @@ def default_decontaminate(
         config=DecontaminateConfig(
             input_path=_input(documents),
             eval_sets={k: _input(v) for k, v in eval_sets.items()},
-            output_path=this_output_path(),
             n_grams=n_grams,
             min_overlapping_ngrams=min_overlapping_ngrams,
             mode=mode,

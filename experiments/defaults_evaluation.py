@@ -27,8 +27,8 @@ from experiments.defaults_training import (
 from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
-from marin.execution import ExecutorStep, ResourceConfig, output_path_of, this_output_path
-from marin.step_config import checked
+from marin.execution import ExecutorStep, ResourceConfig, output_path_of
+from marin.stepkit.config import checked
 from marin.storage import join, read_text
 from marin.training.config import LlamaModelConfig, OptimizerConfig
 
@@ -51,7 +51,6 @@ def default_harness(
         config=HarnessConfig(
             checkpoint=output_path_of(trained),
             tasks=list(tasks),
-            output_path=this_output_path(),
             task_paths=list(task_paths or []),
             include_default_tasks=include_default_tasks,
             limit=limit,
@@ -147,7 +146,6 @@ def isoflop_ladder(
         config=IsoflopForecastConfig(
             evaluations=[output_path_of(e) for e in evaluations],
             budgets=rung_budgets,
-            output_path=this_output_path(),
             target_flops=target,
             candidates=candidates,
             vocab_size=vocab_size,
@@ -221,7 +219,6 @@ def forecast_target(
         config=ForecastCheckConfig(
             forecast=output_path_of(ladder.forecast),
             evaluation=output_path_of(evaluation),
-            output_path=this_output_path(),
             train=output_path_of(trained),
         ),
         description=f"forecast {name}: forecast against the measured loss of the target run",

@@ -22,8 +22,8 @@ from typing import Any
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
 from marin.evaluation.harness_hook import train_with_harness
-from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of, this_output_path
-from marin.step_config import checked
+from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of
+from marin.stepkit.config import checked
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
 
@@ -66,7 +66,6 @@ def default_train(
     """
     config = TrainConfig(
         data=_datasets(tokenized),
-        output_path=this_output_path(),
         weights=weights,
         tokenizer=_path(tokenizer) if tokenizer is not None else None,
         model=model,
@@ -110,7 +109,6 @@ def default_eval(
         config=EvalConfig(
             checkpoint=checkpoint,
             datasets={k: _path(v) for k, v in datasets.items()},
-            output_path=this_output_path(),
             split=split,
             max_documents=max_documents,
             wait_for_checkpoint_s=600.0 if nonblocking else 0.0,
@@ -264,7 +262,6 @@ def scaling_ladder(
         fn=forecast,
         config=ForecastConfig(
             evaluations=[output_path_of(e) for e in evaluations],
-            output_path=this_output_path(),
             target_flops=float(target),
         ),
         description=f"forecast {name}: fit loss(C) over {len(models)} rungs, predict at {target:.3g} FLOPs",

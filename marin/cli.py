@@ -80,8 +80,8 @@ def cmd_plan(ns) -> int:
     from marin.execution.executor import Executor, print_plan, steps_to_run
     from marin.execution.input_check import check_inputs
     from marin.execution.main import cache_from_of, resolve_prefix
-    from marin.plan_cost import register
     from marin.storage import exists
+    from marin.tools.plan_cost import register
 
     register()
 
@@ -104,9 +104,9 @@ def cmd_plan(ns) -> int:
 
 
 def cmd_explain(ns) -> int:
-    from marin.execution.explain import explain_step
     from marin.execution.main import resolve_prefix
     from marin.execution.planning import plan_steps
+    from marin.tools.explain import explain_step
 
     def action(steps, description, cfg):
         prefix = resolve_prefix(cfg.prefix)
@@ -120,30 +120,19 @@ def cmd_explain(ns) -> int:
 
 
 def cmd_status(ns) -> int:
-    from marin.execution.inspect_prefix import print_status
+    from marin.tools.inspect_prefix import print_status
 
     return print_status(ns.prefix)
 
 
 def cmd_rerun(ns) -> int:
-    from marin.execution.rerun import rerun_main
+    from marin.tools.rerun import rerun_main
 
-    args = [*ns.args]
-    for flag in ("dry_run", "force_run_failed", "rerun_code_changed", "cache_code_changed"):
-        if getattr(ns, flag):
-            args.append(f"--{flag}")
-    for flag in ("max_concurrent", "backend", "ray_address", "cache_mode"):
-        if getattr(ns, flag) is not None:
-            args += [f"--{flag}", str(getattr(ns, flag))]
-    if ns.run_only:
-        args += ["--run_only", *ns.run_only]
-    if ns.cache_from:
-        args += ["--cache_from", *ns.cache_from]
-    return rerun_main(ns.record, ns.prefix, args, code=ns.code)
+    return rerun_main(ns.record, ns.prefix, ns.args, code=ns.code)
 
 
 def cmd_verify(ns) -> int:
-    from marin.execution.verify import verify_main
+    from marin.tools.verify import verify_main
 
     return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
 
@@ -168,15 +157,15 @@ def cmd_browse(ns) -> int:
 
 
 def cmd_submit(ns) -> int:
-    from marin.execution.submit import submit_main
+    from marin.tools.submit import submit_main
 
     return submit_main(ns.address, ns.job, wait=ns.wait)
 
 
-def _flags_epilog(title: str) -> str:
+def _flags_epilog(title: str, after: str = "SCRIPT") -> str:
     from marin.execution.main import run_flags_help
 
-    return f"{title}, after SCRIPT:\n{run_flags_help()}"
+    return f"{title}, after {after}:\n{run_flags_help()}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rebuild every step of an experiment record (fn by import or script path, config by its "
         "dataclass type) and run it into another prefix, with the record's hashes. It warns before running "
         "anything when the code or packages here differ from the record's.",
+        epilog=_flags_epilog("the executor's flags (all but --prefix)", after="RECORD"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("record", help="path or URL of <prefix>/experiments/<name>-<hash>.json")
     p.add_argument("--prefix", required=True, help="where the rerun's outputs and record go")
@@ -240,29 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
         "stored a patch, run from a copy of the recorded commit with the stored patch applied. "
         "checkout: run this checkout's code as it is (warning when it differs)",
     )
-    p.add_argument("--dry_run", action="store_true", help="print what would run and why; write nothing")
-    p.add_argument("--run_only", nargs="+", default=None, metavar="REGEX", help="only matching steps (and deps)")
-    p.add_argument("--force_run_failed", action="store_true", help="rerun steps that FAILED before")
-    p.add_argument("--rerun_code_changed", action="store_true", help="rerun succeeded steps whose code changed")
-    p.add_argument("--max_concurrent", type=int, default=None, help="at most this many steps at once")
-    p.add_argument(
-        "--backend", choices=("auto", "ray", "local"), default=None, help="auto (default), ray or local threads"
-    )
-    p.add_argument("--ray_address", default=None, help="an existing Ray cluster (default: RAY_ADDRESS or a new one)")
-    p.add_argument(
-        "--cache_from",
-        action="append",
-        default=None,
-        metavar="PREFIX",
-        help="another lab's prefix to reuse verified outputs from (repeatable, in order; default MARIN_CACHE_FROM)",
-    )
-    p.add_argument(
-        "--cache_mode",
-        choices=("copy", "reference"),
-        default=None,
-        help="copy reused outputs (default) or reference them",
-    )
-    p.add_argument("--cache_code_changed", action="store_true", help="reuse outputs made by other code too")
     p.set_defaults(fn=cmd_rerun, args=[])
 
     p = sub.add_parser(
@@ -279,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare the manifests without hashing the files again (fast; trusts that nothing changed since)",
     )
-    from marin.execution.verify_values import DEFAULT_ATOL, DEFAULT_RTOL
+    from marin.tools.verify_values import DEFAULT_ATOL, DEFAULT_RTOL
 
     p.add_argument(
         "--rtol",
@@ -335,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PASS_THROUGH = ("run", "plan", "explain")
+PASS_THROUGH = ("run", "plan", "explain", "rerun")
 
 
 def main(argv: list[str] | None = None) -> int:

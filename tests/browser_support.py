@@ -33,7 +33,7 @@ def chromium_path() -> str:
     for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium"):
         if os.path.exists(p):
             return p
-    raise RuntimeError("chromium is missing: run scripts/ensure_chromium.sh (apt-get install chromium)")
+    raise RuntimeError("chromium is missing: run make browser-deps (apt-get install chromium)")
 
 
 def free_port() -> int:

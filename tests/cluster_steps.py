@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, ResourceConfig, versioned
-from marin.sharding import LEDGERS, run_shards
+from marin.stepkit.sharding import LEDGERS, run_shards
 
 
 def _node_id() -> str | None:

@@ -74,7 +74,7 @@ def fail_on_host_1(config) -> None:
     """A gang step whose host 1 raises while host 0 waits, as if in a collective, for ever."""
     import time
 
-    from marin.gang import gang_member
+    from marin.stepkit.gang import gang_member
 
     if gang_member().host == 1:
         raise ValueError("a bad shard on host 1")

@@ -54,7 +54,7 @@ def test_an_experiments_help_says_each_default_once_and_where_the_prefix_comes_f
 
 
 def test_bad_backend_and_max_concurrent_are_one_line_errors(tmp_path):
-    for flag, value in (("--backend", "rey"), ("--max_concurrent", "0")):
+    for flag, value in (("--backend", "rey"), ("--max_concurrent", "0"), ("--max_concurrent", "many")):
         run = subprocess.run(
             [sys.executable, HELLO, "--prefix", str(tmp_path), flag, value],
             capture_output=True,
@@ -63,9 +63,8 @@ def test_bad_backend_and_max_concurrent_are_one_line_errors(tmp_path):
             timeout=120,
         )
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-        assert run.stderr.strip().splitlines() == [run.stderr.strip()] and run.stderr.startswith(
-            f"error: {flag} {value}"
-        )
+        assert run.stderr.strip().splitlines() == [run.stderr.strip()] and run.stderr.startswith(f"error: {flag}")
+        assert value in run.stderr
     assert not os.listdir(tmp_path)
 
 

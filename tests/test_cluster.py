@@ -21,11 +21,12 @@ import time
 import pytest
 
 from marin.execution import Executor, ExecutorRunError, ResourceConfig
-from marin.execution.backends import canonical_accelerator, ray_options
+from marin.execution.authoring import canonical_accelerator
+from marin.execution.backends import ray_options
 from marin.execution.resources_check import unsatisfiable_reason
-from marin.execution.submit import build_job, prefix_warning, submit_main
-from marin.sharding import LEDGERS
+from marin.stepkit.sharding import LEDGERS
 from marin.storage import compute_manifest
+from marin.tools.submit import build_job, prefix_warning, submit_main
 from tests.cluster_steps import (
     ShardedConfig,
     chain_steps,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import logging
 from typing import Any, Literal
 
@@ -21,9 +22,11 @@ import pytest
 from experiments.defaults import default_tokenizer
 from experiments.defaults_training import ladder_model, scaling_ladder
 from marin.execution import Executor, ExecutorStep, output_path_of, this_output_path, versioned
-from marin.execution.explain import explain_step, new_hash_reasons
-from marin.execution.planning import PlanError
-from marin.step_config import type_error, unversioned
+from marin.execution.earlier_outputs import new_hash_reasons
+from marin.execution.planning import PlanError, instantiate_config, plan_steps
+from marin.stepkit.config import StepConfig, output_field, type_error, unversioned
+from marin.storage import join
+from marin.tools.explain import explain_step
 from marin.training.config import OptimizerConfig
 
 
@@ -176,3 +179,24 @@ def test_a_nested_change_is_named_by_its_leaf_in_plan_and_explain(tmp_path):
     lines = explain_step(planned, prefix).splitlines()
     assert "1 field(s) differ:" in " ".join(lines)
     assert "  config.optimizer.learning_rate: 0.003 -> 0.002" in lines
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Written(StepConfig):
+    n: int = 1
+    output_path: str = output_field()
+    report: str = output_field(this_output_path("report.txt"))
+
+
+def test_an_output_field_defaults_to_the_steps_output_folder(tmp_path):
+    """`output_field()` needs no `this_output_path()`: the executor fills it, and it stays out of the hash."""
+    prefix = str(tmp_path)
+    step = ExecutorStep("w/out", noop, Written(n=2))
+    explicit = ExecutorStep("w/out", noop, Written(n=2, output_path=this_output_path()))
+    plan = plan_steps([step, explicit], prefix)
+    by_step = plan.by_step
+    assert by_step[step].output_path == by_step[explicit].output_path
+    config = instantiate_config(by_step[step], plan)
+    assert config.output_path == by_step[step].output_path
+    assert config.report == join(by_step[step].output_path, "report.txt")
+    assert "output_path" not in json.dumps(by_step[step].version)

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, versioned
 from marin.execution.config_values import build, encode
 from marin.execution.planning import PlanError
-from marin.execution.rebuild import RerunError, rebuild_steps
 from marin.execution.records import dump_json
+from marin.tools.rebuild import RerunError, rebuild_steps
 from tests.cli_support import marin
 
 

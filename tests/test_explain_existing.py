@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from marin.execution import Executor, ExecutorRunError, ExecutorStep, versioned
-from marin.execution.explain import existing_versions, explain_step
 from marin.storage import join, write_bytes
+from marin.tools.explain import existing_versions, explain_step
 from tests.executor_steps import CountConfig, count_step
 
 

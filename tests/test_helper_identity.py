@@ -3,7 +3,7 @@
 Two experiments that differ only in what a step reads must never share its output folder (issue 13):
 `default_train("t", "/data/A")` and `default_train("t", "/data/B")` once planned to one path, and the
 second would have silently reused a model trained on other data. The configs now declare their
-inputs and versioned fields (marin/step_config.py); these tests sweep every `default_*` helper with
+inputs and versioned fields (marin/stepkit/config.py); these tests sweep every `default_*` helper with
 plain paths and with steps, and pin the tutorial's hashes, which the move kept as they were.
 """
 
@@ -27,7 +27,7 @@ from experiments.defaults import (
     shakespeare_source,
 )
 from marin.execution import Executor, ExecutorStep, PlanError, output_path_of
-from marin.step_config import NEVER, StepConfig, input_spec, version_rule
+from marin.stepkit.config import NEVER, StepConfig, input_spec, version_rule
 
 
 def _plain(tag: str) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from marin.execution.verify_values import compare_values
 from marin.storage import compute_manifest
+from marin.tools.verify_values import compare_values
 from marin.training.config import LlamaModelConfig, MeshConfig, TrainConfig
 from marin.training.mesh import layout_for
 from tests.cli_support import marin

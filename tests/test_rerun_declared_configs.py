@@ -11,9 +11,9 @@ import json
 
 from experiments.defaults import default_dedup, default_download
 from marin.execution import Executor, ExecutorStep
-from marin.execution.rebuild import rebuild_steps
 from marin.processing.dedup import DedupConfig
-from marin.step_config import StepConfig
+from marin.stepkit.config import StepConfig
+from marin.tools.rebuild import rebuild_steps
 from tests.cli_support import marin
 from tests.data_docs import write_shard
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from marin.execution.rebuild import RerunError, rebuild_steps
-from marin.execution.verify import compare_records
+from marin.tools.rebuild import RerunError, rebuild_steps
+from marin.tools.verify import compare_records
 from tests.cli_support import marin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

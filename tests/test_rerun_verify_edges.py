@@ -8,8 +8,8 @@ import json
 import pytest
 
 from marin.execution.planning import plan_steps
-from marin.execution.rebuild import RerunError, rebuild_steps
-from marin.execution.verify import compare_records
+from marin.tools.rebuild import RerunError, rebuild_steps
+from marin.tools.verify import compare_records
 from tests.cli_support import marin
 
 SCRIPT = '''
@@ -200,8 +200,8 @@ def test_verify_pairs_a_step_renamed_by_a_setting_within_its_folder_and_says_so(
 
 
 def test_verify_pairs_by_folder_only_when_there_is_exactly_one_candidate_on_each_side():
-    from marin.execution.verify import match_steps
     from marin.storage.layout import StepRecord
+    from marin.tools.verify import match_steps
 
     a = [StepRecord(name=n) for n in ("tok/bpe512", "train/x", "tok/a1", "tok/a2")]
     b = [StepRecord(name=n) for n in ("train/x", "tok/bpe384")]

@@ -282,7 +282,7 @@ def test_marin_cache_from_environment_and_repeated_flags(monkeypatch, tmp_path):
 
 
 def test_reference_mode_reads_the_source_and_refuses_once_its_bytes_changed(tmp_path):
-    from marin.execution.verify import rehash_mismatches
+    from marin.tools.verify import rehash_mismatches
 
     source = str(tmp_path / "lab-a")
     steps = chain(str(tmp_path / "calls-a"))
@@ -320,7 +320,7 @@ def test_reference_mode_reads_the_source_and_refuses_once_its_bytes_changed(tmp_
 
 
 def test_rerun_of_a_record_that_referenced_inputs_references_them_again_and_refuses_changed_bytes(tmp_path):
-    from marin.execution.rerun import rerun_main
+    from marin.tools.rerun import rerun_main
 
     source = str(tmp_path / "lab-a")
     steps = chain(str(tmp_path / "calls-a"))
@@ -354,7 +354,7 @@ def test_rerun_of_a_record_that_referenced_inputs_references_them_again_and_refu
 
 def test_marin_rerun_passes_the_cache_flags_to_the_run(monkeypatch):
     from marin import cli
-    from marin.execution import rerun
+    from marin.tools import rerun
 
     seen = {}
     monkeypatch.setattr(rerun, "rerun_main", lambda record, prefix, args, code: seen.update(args=args) or 0)

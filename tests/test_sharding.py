@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from marin.sharding import ShardResources, ray_available, run_shards
+from marin.stepkit.sharding import ShardResources, ray_available, run_shards
 
 
 def square_after(scale: int, shard: tuple[int, float]) -> int:

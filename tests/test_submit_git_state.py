@@ -8,8 +8,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from marin.execution.submit import build_job, job_checkout_state, staged_git_state
 from marin.storage import read_bytes
+from marin.tools.submit import build_job, job_checkout_state, staged_git_state
 from tests.code_lab import make_lab, marin_in, record_of
 
 

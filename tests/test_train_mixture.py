@@ -95,7 +95,7 @@ def test_a_run_with_a_staged_mixture_trains_records_its_stages_and_shows_them(da
 
     from marin.browser.app import create_app
     from marin.execution import Executor, ExecutorStep, this_output_path
-    from marin.execution.rebuild import rebuild_steps
+    from marin.tools.rebuild import rebuild_steps
     from marin.training.train import train
 
     config = staged_config(this_output_path(), data, wandb_mode="disabled", checkpoint_every_steps=6)

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from marin.execution import Executor
-from marin.execution.verify import compare_records
+from marin.tools.verify import compare_records
 from tests.cli_support import marin
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

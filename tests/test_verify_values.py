@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from marin.execution.verify_values import compare_values
+from marin.tools.verify_values import compare_values
 
 
 def write_zarr(folder: Path, array: np.ndarray, chunks: list[int]) -> None:

@@ -29,9 +29,9 @@ from experiments.defaults import (
     default_quality_filter,
     shakespeare_source,
 )
-from marin.execution import ExecutorStep, executor_main, output_path_of, this_output_path
+from marin.execution import ExecutorStep, executor_main, output_path_of
 from marin.processing.documents import encode_documents, list_shards, read_documents, shard_name
-from marin.step_config import StepConfig, input_field, output_field
+from marin.stepkit.config import StepConfig, input_field, output_field
 from marin.storage import join, read_text, write_bytes
 
 TRAIN_PLAYS = ("macbeth", "the-tempest")
@@ -100,7 +100,7 @@ def build(train_plays: tuple[str, ...] = TRAIN_PLAYS, target_plays: tuple[str, .
     negatives = ExecutorStep(
         name="sources/shakespeare-garbled",
         fn=garble,
-        config=GarbleConfig(input_path=output_path_of(positives), output_path=this_output_path()),
+        config=GarbleConfig(input_path=output_path_of(positives)),
         description="every scene of the training plays garbled",
     )
     classifier = default_quality_classifier(
@@ -117,14 +117,14 @@ def build(train_plays: tuple[str, ...] = TRAIN_PLAYS, target_plays: tuple[str, .
     mixed = ExecutorStep(
         name="sources/shakespeare-half-garbled",
         fn=garble,
-        config=GarbleConfig(input_path=output_path_of(target), output_path=this_output_path(), fraction=0.5),
+        config=GarbleConfig(input_path=output_path_of(target), fraction=0.5),
         description="the target play with half its scenes garbled",
     )
     kept = default_quality_filter("shakespeare-half-garbled", mixed, classifier)
     eval_set = ExecutorStep(
         name="evals/shakespeare-quotes",
         fn=quoted_passages,
-        config=QuotedPassagesConfig(input_path=output_path_of(target), output_path=this_output_path()),
+        config=QuotedPassagesConfig(input_path=output_path_of(target)),
         description="40-word passages quoted from every 10th scene of the target play",
     )
     clean = default_decontaminate("shakespeare-half-garbled", kept, {"quotes": eval_set})

@@ -1,7 +1,7 @@
 """Server-side SVG: the experiment DAG and line plots (loss curves), no JavaScript library.
 
 The DAG is laid out by Graphviz's `dot` (Debian's `graphviz`, installed by
-`scripts/ensure_graphviz.sh`): layered ranks, few crossings, splines routed around the nodes. Both
+`make browser-deps`): layered ranks, few crossings, splines routed around the nodes. Both
 orientations are laid out and the one that fits the page's DAG box at the larger scale is drawn,
 each node as wide as its label, labels made distinct (`distinct_labels`). Where `dot` is missing (or
 fails, or the DAG is too large for it to be quick) the page is still served, laid out by this

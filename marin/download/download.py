@@ -4,7 +4,7 @@
 fsspec filesystem; the revision is required, so a rerun gets the same bytes; `HF_ENDPOINT` and
 `HF_TOKEN` are read when the step runs), `https://host/dir` with explicit `files`, or any fsspec
 folder or file (`gs://`, `s3://`, `file://`, a local path) narrowed by `glob`. Files keep their path
-relative to `source` and are copied in parallel through `marin.sharding.run_shards` (a Ray task per
+relative to `source` and are copied in parallel through `marin.stepkit.sharding.run_shards` (a Ray task per
 file, spread over the nodes, when Ray is there; `workers` threads otherwise), each streamed to a temporary name while its
 sha256 is computed and moved into place only when complete (and, when `expected_sha256` names it,
 only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import fsspec
 
 from marin.processing.documents import write_json
-from marin.sharding import ShardResources, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned
+from marin.stepkit.sharding import ShardResources, run_shards
 from marin.storage import join, portable_path
 
 logger = logging.getLogger(__name__)

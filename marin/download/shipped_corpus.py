@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from marin.processing.documents import encode_documents, shard_name, write_json
-from marin.step_config import StepConfig, output_field
+from marin.stepkit.config import StepConfig, output_field
 from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)

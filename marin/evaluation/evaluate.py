@@ -27,7 +27,7 @@ import posixpath
 import time
 from dataclasses import dataclass
 
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.storage import exists, open_url, url_to_fs
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
 from marin.training.config import LlamaModelConfig

@@ -27,7 +27,7 @@ import math
 import posixpath
 from dataclasses import dataclass
 
-from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import open_url, url_to_fs
 
 logger = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import posixpath
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from marin.step_config import StepConfig, input_field, output_field
+from marin.stepkit.config import StepConfig, input_field, output_field
 from marin.storage import open_url, url_to_fs
 from marin.storage.layout import INFO_FILE, MANIFEST_FILE
 

@@ -29,7 +29,7 @@ import posixpath
 from dataclasses import dataclass
 
 from marin.evaluation.tasks import SHIPPED
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.storage import url_to_fs
 
 logger = logging.getLogger(__name__)

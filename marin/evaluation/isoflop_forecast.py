@@ -21,7 +21,7 @@ import posixpath
 from dataclasses import dataclass, field
 
 from marin.evaluation.isoflop import IsoflopFit, bootstrap, fit_isoflop
-from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import open_url, url_to_fs
 from marin.training.config import LlamaModelConfig
 

@@ -1,4 +1,4 @@
-"""The executor: content-hashed steps, records, leases, Ray and local backends (DESIGN.md §3–7).
+"""The executor: content-hashed steps, records, leases, Ray and local backends (docs/executor.md).
 
 Importing this package is cheap (no Ray, jax or levanter): they load only when a run needs them.
 """

@@ -1,4 +1,4 @@
-"""The authoring API: what an experiment file uses to declare steps (DESIGN.md §3).
+"""The authoring API: what an experiment file uses to declare steps (docs/design.md, "The authoring API").
 
 A step is a name, a function and a frozen dataclass config. Inside the config, three markers tell the
 executor what to do with a field:
@@ -7,7 +7,7 @@ executor what to do with a field:
     output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
     this_output_path()               filled with this step's own output folder
 
-In a config that declares its fields (a `marin.step_config.StepConfig`, as every config of the step
+In a config that declares its fields (a `marin.stepkit.config.StepConfig`, as every config of the step
 library is), every field not declared unversioned is part of the hash without a marker, plain input
 paths included; in any other dataclass, unmarked fields are passed through untouched and do not affect
 the hash. Before calling `fn(config)` the executor replaces every marker by a plain value, so a step
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from marin.step_config import KEEP, Placeholder, transform
+from marin.stepkit.config import KEEP, OutputName, Placeholder, transform
+from marin.stepkit.sharding import ShardResources
 from marin.storage.paths import join
 
 T = TypeVar("T")
@@ -71,14 +72,6 @@ def output_path_of(step: ExecutorStep, name: str | None = None) -> InputName:
     return InputName(step, name)
 
 
-@dataclass(frozen=True)
-class OutputName(Placeholder):
-    """This step's own output folder (or a path inside it)."""
-
-    name: str | None = None
-    """A sub-path under this step's output folder, or None for the folder itself."""
-
-
 def this_output_path(name: str | None = None) -> Any:
     """Filled with the running step's output folder (or `name` inside it)."""
     return OutputName(name)
@@ -109,22 +102,17 @@ def resolve_markers(config: Any, input_path: Callable[[InputName], str] | None, 
 PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")
 
 
-@dataclass(frozen=True)
-class ResourceConfig:
-    """What one run of a step needs; mapped onto a Ray task's options."""
+@dataclass(frozen=True, kw_only=True)
+class ResourceConfig(ShardResources):
+    """What one run of a step needs; mapped onto a Ray task's options (`cpu`, `memory_gb` and `custom` as
+    for a shard)."""
 
-    cpu: float = 1
-    """Logical CPUs (Ray `num_cpus`)."""
-    memory_gb: float | None = None
-    """Memory to reserve, in GiB (Ray `memory`), or None for no reservation."""
     gpu: float = 0
     """GPUs (Ray `num_gpus`)."""
     tpu: float | None = None
     """TPU chips (Ray custom resource `TPU`), or None."""
     accelerator_type: str | None = None
     """A Ray accelerator type label, e.g. 'A100' or 'TPU-V4', or None for any."""
-    custom: dict[str, float] = field(default_factory=dict)
-    """Other Ray custom resources, e.g. {'worker_a': 1}."""
     retries: int = 0
     """How often an exception raised by the step itself is retried (system failures always are)."""
     hosts: int = 1
@@ -137,20 +125,38 @@ class ResourceConfig:
     """Environment variables of the step's processes (Ray `runtime_env`), e.g. {'XLA_FLAGS': ...}."""
 
     def __post_init__(self):
-        for name in ("cpu", "gpu"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"ResourceConfig.{name} must be a number ≥ 0, got {value!r}")
-        if self.memory_gb is not None and self.memory_gb <= 0:
-            raise ValueError(f"ResourceConfig.memory_gb must be > 0, got {self.memory_gb!r}")
+        super().__post_init__()
+        if not isinstance(self.gpu, int | float) or self.gpu < 0:
+            raise ValueError(f"ResourceConfig.gpu must be a number >= 0, got {self.gpu!r}")
         if self.retries < 0:
-            raise ValueError(f"ResourceConfig.retries must be ≥ 0, got {self.retries!r}")
+            raise ValueError(f"ResourceConfig.retries must be >= 0, got {self.retries!r}")
         if not isinstance(self.hosts, int) or isinstance(self.hosts, bool) or self.hosts < 1:
-            raise ValueError(f"ResourceConfig.hosts must be an integer ≥ 1, got {self.hosts!r}")
+            raise ValueError(f"ResourceConfig.hosts must be an integer >= 1, got {self.hosts!r}")
         if self.placement not in PLACEMENTS:
             raise ValueError(f"ResourceConfig.placement must be one of {PLACEMENTS}, got {self.placement!r}")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()):
             raise ValueError(f"ResourceConfig.env must map names to strings, got {self.env!r}")
+
+    def ray_options(self) -> dict:
+        opts = {**super().ray_options(), "num_gpus": self.gpu}
+        custom = {**self.custom, **({"TPU": self.tpu} if self.tpu else {})}
+        if custom:
+            opts["resources"] = custom
+        if self.accelerator_type:
+            opts["accelerator_type"] = canonical_accelerator(self.accelerator_type)
+        return opts
+
+
+def canonical_accelerator(name: str) -> str:
+    """Ray's spelling of an accelerator type ('a100' -> 'A100', 'tpu-v4' -> 'TPU-V4'); others unchanged.
+
+    Ray labels each node with a resource `accelerator_type:<name>` (detected for GPUs and TPUs, or
+    given with `ray start --resources`); a task asking for `accelerator_type` needs 0.001 of it.
+    """
+    from ray.util.accelerators import accelerators
+
+    known = {v.upper(): v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
+    return known.get(name.upper(), name)
 
 
 @dataclass(frozen=True, eq=False)

@@ -30,7 +30,7 @@ from marin.execution.authoring import ResourceConfig
 from marin.execution.interrupts import LEFT_FOR_RERUN, interrupt_running_steps
 from marin.execution.status import Outcome
 from marin.execution.step_runner import StepOutcome, StepTask, execute_step
-from marin.sharding import RAY_SYSTEM_RETRIES
+from marin.stepkit.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)
 
@@ -105,25 +105,14 @@ class LocalBackend:
 
 def ray_options(resources: ResourceConfig | None) -> dict:
     """A step's resources as Ray task options."""
-    res = resources or ResourceConfig()
-    opts: dict[str, Any] = {"num_cpus": res.cpu, "num_gpus": res.gpu}
-    if res.memory_gb is not None:
-        opts["memory"] = int(res.memory_gb * 1024**3)
-    custom = dict(res.custom)
-    if res.tpu:
-        custom["TPU"] = res.tpu
-    if res.accelerator_type:
-        opts["accelerator_type"] = canonical_accelerator(res.accelerator_type)
-    if custom:
-        opts["resources"] = custom
-    return opts
+    return (resources or ResourceConfig()).ray_options()
 
 
 def gang_spec(resources: ResourceConfig):
     """How the runner of a step with `hosts > 1` starts its gang: one bundle and one actor per host."""
-    from marin.execution.gang import GangSpec
+    from marin.execution.gang_launch import GangSpec
     from marin.execution.resources_check import wanted_resources
-    from marin.gang import AUTODETECT_ENV
+    from marin.stepkit.gang import AUTODETECT_ENV
 
     opts = ray_options(resources)
     bundle = wanted_resources(opts)
@@ -136,18 +125,6 @@ def gang_spec(resources: ResourceConfig):
         actor_options=opts,
         env={**forwarded_env(), **resources.env, **({AUTODETECT_ENV: "1"} if resources.tpu else {})},
     )
-
-
-def canonical_accelerator(name: str) -> str:
-    """Ray's spelling of an accelerator type ('a100' -> 'A100', 'tpu-v4' -> 'TPU-V4'); others unchanged.
-
-    Ray labels each node with a resource `accelerator_type:<name>` (detected for GPUs and TPUs, or
-    given with `ray start --resources`); a task asking for `accelerator_type` needs 0.001 of it.
-    """
-    from ray.util.accelerators import accelerators
-
-    known = {v.upper(): v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
-    return known.get(name.upper(), name)
 
 
 STORAGE_ENDPOINT_VARS = ("STORAGE_EMULATOR_HOST", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "TENSORSTORE_GCS_HTTP_URL")

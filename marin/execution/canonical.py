@@ -3,7 +3,7 @@
 Only values whose JSON form is unambiguous and stable across processes, machines and Python versions
 may enter a hash: None, bool, int, finite float, str, list/tuple, dict with str keys, dataclasses,
 Enums and Paths (a dataclass without the fields its class declares unversioned, see
-marin/step_config.py). Anything else (a function, a numpy scalar, an object whose repr holds a memory
+marin/stepkit/config.py). Anything else (a function, a numpy scalar, an object whose repr holds a memory
 address) is a TypeError naming the field, never a silent `str()`.
 """
 
@@ -17,7 +17,7 @@ import math
 from pathlib import PurePath
 from typing import Any
 
-from marin.step_config import NEVER, UNLESS_DEFAULT, field_default, items, version_rule
+from marin.stepkit.config import NEVER, UNLESS_DEFAULT, field_default, items, version_rule
 
 
 class UnversionableValueError(TypeError):
@@ -57,7 +57,7 @@ def to_canonical(value: Any, where: str) -> Any:
 
 
 def _in_version(f: dataclasses.Field, value: Any) -> bool:
-    """Whether a dataclass field's value enters the version, as its class declares (marin/step_config.py)."""
+    """Whether a dataclass field's value enters the version, as its class declares (marin/stepkit/config.py)."""
     rule = version_rule(f)
     return rule != NEVER and (rule != UNLESS_DEFAULT or value != field_default(f))
 

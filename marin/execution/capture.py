@@ -35,21 +35,10 @@ _saved_level = logging.NOTSET
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-class _ThreadRoutedStream(io.TextIOBase):
-    def __init__(self, fallback, which: str):
-        self._fallback = fallback
-        self._which = which
+class _TextOver(io.TextIOBase):
+    """A text stream written to another one (`_target`): not a terminal, UTF-8, the target's descriptor."""
 
-    def write(self, text: str) -> int:
-        sink = _sink.get()
-        if sink is None:
-            return self._fallback.write(text)
-        sink.write(text)
-        return len(text)
-
-    def flush(self) -> None:
-        sink = _sink.get()
-        (sink if sink is not None else self._fallback).flush()
+    _target: io.TextIOBase
 
     def isatty(self) -> bool:
         return False
@@ -59,7 +48,23 @@ class _ThreadRoutedStream(io.TextIOBase):
         return "utf-8"
 
     def fileno(self) -> int:
-        return self._fallback.fileno()
+        return self._target.fileno()
+
+
+class _ThreadRoutedStream(_TextOver):
+    def __init__(self, fallback):
+        self._target = fallback
+
+    def write(self, text: str) -> int:
+        sink = _sink.get()
+        if sink is None:
+            return self._target.write(text)
+        sink.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        sink = _sink.get()
+        (sink if sink is not None else self._target).flush()
 
 
 class _ThreadSinkHandler(logging.Handler):
@@ -79,7 +84,7 @@ PENDING_LIMIT = 1 << 16
 """A partial line longer than this is written out without waiting for its end."""
 
 
-class LogCleaner(io.TextIOBase):
+class LogCleaner(_TextOver):
     """What a step's log file receives: whole lines, as a terminal would end up showing them.
 
     Progress bars redraw one line with carriage returns and move the cursor with escape codes; in a file
@@ -122,16 +127,6 @@ class LogCleaner(io.TextIOBase):
                 self._pending = ""
         self._target.flush()
 
-    def isatty(self) -> bool:
-        return False
-
-    @property
-    def encoding(self):
-        return "utf-8"
-
-    def fileno(self) -> int:
-        return self._target.fileno()
-
 
 _handler = _ThreadSinkHandler()
 _handler.setFormatter(logging.Formatter(LOG_FORMAT))
@@ -142,9 +137,9 @@ def _install() -> None:
     global _install_count, _saved_level
     with _install_lock:
         if not isinstance(sys.stdout, _ThreadRoutedStream):
-            sys.stdout = _ThreadRoutedStream(sys.stdout, "stdout")
+            sys.stdout = _ThreadRoutedStream(sys.stdout)
         if not isinstance(sys.stderr, _ThreadRoutedStream):
-            sys.stderr = _ThreadRoutedStream(sys.stderr, "stderr")
+            sys.stderr = _ThreadRoutedStream(sys.stderr)
         if _install_count == 0:
             root = logging.getLogger()
             _saved_level = root.level

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -173,7 +174,7 @@ class Executor:
         states = read_statuses([p.output_path for p in selected])
         new_reasons: dict[PlannedStep, str] = {}
         if explain_new:
-            from marin.execution.explain import new_hash_reasons
+            from marin.execution.earlier_outputs import new_hash_reasons
 
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[PlannedStep, str | None] = {}
@@ -473,16 +474,14 @@ def _ctrl_c_deferred(defer: bool):
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
     """The dry run's table: every step, what would happen, and why."""
     file = file or sys.stdout
-    counts: dict[str, int] = {}
     if len(decisions) <= 200:
         width = max((len(d.planned.relative_output_path) for d in decisions), default=10)
         for d in decisions:
             print(f"  {d.action:<5} {d.planned.relative_output_path:<{width}}  {d.reason}", file=file)
-    for d in decisions:
-        counts[d.action] = counts.get(d.action, 0) + 1
+    counts = Counter(d.action for d in decisions)
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     print(f"plan under {prefix}: {len(decisions)} steps ({summary})", file=file)
-    reused = [d for d in decisions if d.action == "reuse"]
+    reused = [d for d in decisions if d.action is Action.REUSE]
     if reused:
         sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
@@ -494,10 +493,7 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
     """The end-of-run table: outcome, duration and output of each step, then where the record is."""
     file = file or sys.stdout
-    counts: dict[str, int] = {}
-    for d in decisions:
-        status = outcomes[d.planned].status
-        counts[status] = counts.get(status, 0) + 1
+    counts = Counter(outcomes[d.planned].status for d in decisions)
     show = (
         [d for d in decisions if outcomes[d.planned].status is not Outcome.SKIPPED]
         if len(decisions) > 40
@@ -524,7 +520,7 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
 def print_failures(outcomes: list[tuple[PlannedStep, StepOutcome]], file=None, limit: int = 10) -> None:
     """For each FAILED step: its log and the log's last error line (what to read first, and where)."""
     file = file or sys.stdout
-    failed = [(p, o) for p, o in outcomes if o.status == "FAILED"]
+    failed = [(p, o) for p, o in outcomes if o.status == Outcome.FAILED]
     for p, o in failed[:limit]:
         log = o.log_path or latest_log(p.output_path)
         print(f"FAILED {p.relative_output_path}", file=file)

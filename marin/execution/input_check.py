@@ -1,6 +1,6 @@
 """Plain input paths are checked before anything runs, so a typo fails in seconds, not after training.
 
-A config of the step library declares its inputs (`input_field` in marin/step_config.py). An input
+A config of the step library declares its inputs (`input_field` in marin/stepkit/config.py). An input
 that is another step's output is the executor's to produce; a plain path must already be there.
 `check_inputs` looks at every plain input of the steps a run is about to run (concurrently: one
 existence check per path, a few more for `holds_any`), and raises one `MissingInputError` that
@@ -24,7 +24,7 @@ from typing import Any
 
 from marin.execution.authoring import InputName, VersionedValue
 from marin.execution.planning import PlanError, PlannedStep
-from marin.step_config import InputSpec, StepConfig, input_spec, items
+from marin.stepkit.config import InputSpec, StepConfig, input_spec, items
 from marin.storage import exists, join, protocol_of
 
 

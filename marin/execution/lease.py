@@ -1,4 +1,4 @@
-"""Leases: at most one runner works on a step at a time, on any storage (DESIGN.md §6).
+"""Leases: at most one runner works on a step at a time, on any storage (docs/executor.md, "Leases").
 
 A runner claims a step by creating `.executor_lease` only if it is absent, and holds it for one `with`
 block: entering starts the heartbeats, leaving (however) releases it. While held, one keeper thread

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from marin.execution.authoring import ExecutorStep
 from marin.execution.reuse import CacheMode
@@ -21,14 +21,6 @@ from marin.execution.reuse import CacheMode
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "local_store"
-BOOL_FLAGS = (
-    "--dry_run",
-    "--force_run_failed",
-    "--rerun_code_changed",
-    "--cache_code_changed",
-    "--allow_credentials_in_patch",
-)
-LIST_FLAGS = ("--run_only", "--cache_from")
 
 
 @dataclass(frozen=True)
@@ -63,6 +55,11 @@ class ExecutorMainConfig:
     """Store the uncommitted changes even if a line looks like a credential (a run refuses them otherwise)."""
 
 
+BOOL_FLAGS = tuple(f"--{f.name}" for f in fields(ExecutorMainConfig) if f.type == "bool")
+"""Flags that may be given bare (`--dry_run`)."""
+LIST_FLAGS = tuple(f"--{f.name}" for f in fields(ExecutorMainConfig) if f.type.startswith("list["))
+"""Flags that take several values (`--run_only a b`) and may be repeated."""
+
 FLAG_VALUES = {
     "prefix": "PATH",
     "run_only": "REGEX...",
@@ -77,8 +74,6 @@ FLAG_VALUES = {
 
 def run_flags_help() -> str:
     """One line per flag of `ExecutorMainConfig`, from its field docstrings (what `marin plan --help` lists)."""
-    from dataclasses import fields
-
     from draccus.wrappers.docstring import get_attribute_docstring
 
     lines = []
@@ -139,9 +134,14 @@ def _help_formatter():
 def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
     """The flags of `argv`; a bad value (an unknown backend, `--max_concurrent 0`) exits with one `error:` line."""
     from draccus.argparsing import ArgumentParser
+    from draccus.utils import DecodingError
 
-    cfg = ArgumentParser(ExecutorMainConfig, formatter_class=_help_formatter()).parse_args(normalise_args(argv))
-    problem = check_main_config(cfg)
+    try:
+        cfg = ArgumentParser(ExecutorMainConfig, formatter_class=_help_formatter()).parse_args(normalise_args(argv))
+    except DecodingError as exc:
+        cfg, problem = None, f"--{'.'.join(exc.key_path)}: {' '.join(exc.message.split())}"
+    else:
+        problem = check_main_config(cfg)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(2)

@@ -2,7 +2,7 @@
 
 The executor plans steps without knowing what any of them computes; what a step will cost is known only
 to the library that defined it. A report is a function from the plan's decisions to lines of text,
-registered once (the CLI and the experiment helpers register the cost report, `marin.plan_cost`), and
+registered once (the CLI and the experiment helpers register the cost report, `marin.tools.plan_cost`), and
 `print_plan` prints every registered report's lines after its own table. A report that raises is named
 in one line instead of failing the plan.
 """

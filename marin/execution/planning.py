@@ -14,7 +14,7 @@ changes, and never with the prefix. Nonblocking inputs appear as "PSEUDO_DEP[j]"
 one output path, a cycle, or a config that is neither a dataclass nor None are errors naming the step
 and field.
 
-Which fields are versioned: in a `StepConfig` (marin/step_config.py), every field its class does not
+Which fields are versioned: in a `StepConfig` (marin/stepkit/config.py), every field its class does not
 declare otherwise, plain input paths included; in any other dataclass, only `versioned(...)` fields and
 `output_path_of(...)` inputs (Marin's rule). Planning also instantiates each `StepConfig` (markers
 replaced by plain values), which runs its `validate()`: a bad value is a PlanError naming the step. Other
@@ -32,7 +32,7 @@ from typing import Any
 
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue, resolve_markers
 from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
-from marin.step_config import (
+from marin.stepkit.config import (
     VERSIONED,
     StepConfig,
     declares,
@@ -193,7 +193,7 @@ def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
             logger.warning(
                 "step %r: config field %s is not versioned (a plain dataclass versions only versioned(...) "
                 "fields): changing it reuses the existing output; wrap it in versioned(...), or declare it "
-                "unversioned(...) (marin.step_config) when it cannot change the output",
+                "unversioned(...) (marin.stepkit.config) when it cannot change the output",
                 step.name,
                 f"{path}.{name}" if path else name,
             )

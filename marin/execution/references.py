@@ -186,7 +186,7 @@ NOT_STEP_CODE = ("marin.execution", "marin.storage")
 """Packages whose changes are not a step's code change: the executor (hashing, scheduling, records) and the
 storage layer under it are imported by every experiment, and following them would flag every output as
 made by other code after any edit to the plumbing. The step library (marin.processing, marin.training,
-marin.sharding, ...) is followed."""
+marin.stepkit.sharding, ...) is followed."""
 
 
 def _locate(module: str) -> tuple[str, str] | None:

@@ -1,9 +1,8 @@
 """What `Executor.run` returns: every step's output path, and what this run did with each step.
 
-Callers used to read the record path and the outcomes back from attributes of the executor object
-(`last_record_path`, `last_outcomes`), which a second `run` on the same executor overwrote. A
-`RunResult` belongs to one run. It is still the mapping step -> output path that DESIGN.md §3 promises
-(`paths = executor.run(steps); paths[step]`), with the record and the outcomes beside it.
+A `RunResult` belongs to one run (a second `run` on the same executor returns its own). It is the
+mapping step -> output path that docs/design.md promises (`paths = executor.run(steps); paths[step]`),
+with the record and the outcomes beside it.
 """
 
 from __future__ import annotations

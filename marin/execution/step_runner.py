@@ -15,7 +15,7 @@ and resumes from a copy of the attempt's files.
 The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
 that reaches the final folder is moved there out of that folder after a lease check, and a runner
 taking over first takes that folder away. So a runner that lost its lease, whatever it still does,
-cannot change what its successor published (fencing, DESIGN.md §11).
+cannot change what its successor published (fencing, docs/executor.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from marin.execution.status import (
     status_path,
     write_status,
 )
-from marin.step_context import step_resources
+from marin.stepkit.context import step_resources
 from marin.storage import (
     compute_manifest,
     delete_if_unchanged,
@@ -106,7 +106,7 @@ class StepTask:
     rerun_succeeded: bool = False
     """Run even though the step is SUCCESS (its code changed and the user asked for a rerun)."""
     gang: Any = None
-    """A `marin.execution.gang.GangSpec` when the step runs on several hosts (Ray backend), else None."""
+    """A `marin.execution.gang_launch.GangSpec` when the step runs on several hosts (Ray backend), else None."""
     reuse: Any = None
     """A `marin.execution.reuse.CacheFrom`: sources to reuse this step's output from before running it."""
     references: list = field(default_factory=list)
@@ -247,7 +247,7 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
         )
         run = task.fn
         if task.gang is not None:
-            from marin.execution.gang import run_gang
+            from marin.execution.gang_launch import run_gang
 
             run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt.number:03d}")
         for tries_left in range(task.retries, -1, -1):

@@ -49,8 +49,8 @@ from marin.processing.documents import (
     step_documents,
     write_json,
 )
-from marin.sharding import LEDGERS, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.sharding import LEDGERS, run_shards
 from marin.storage import delete, join, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)

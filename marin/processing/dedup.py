@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from marin.processing import dedup_stages as stages
 from marin.processing.documents import EmptyInputError, check_keys, list_shards, read_documents, write_json
 from marin.processing.minhash import MinHashConfig
-from marin.sharding import LEDGERS, local_pool, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.sharding import LEDGERS, local_pool, run_shards
 from marin.storage import delete, join, write_volatile_list
 
 logger = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ nodes sorts documents in corpus order and "the first" document always means the 
    removals and the pairs, never the corpus.
 5. filter (one task per input shard): streams the shard and writes the kept documents.
 
-Each stage is `stage(config, task) -> stats`, run by `marin.sharding.run_shards` (Ray tasks, a
+Each stage is `stage(config, task) -> stats`, run by `marin.stepkit.sharding.run_shards` (Ray tasks, a
 local pool or inline), whose per-task ledgers make a rerun skip the tasks that finished.
 """
 

@@ -14,7 +14,7 @@ citation markers and lines that fail its line rules); the others only decide.
 Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept documents, input order),
 `stats.json` (documents in, kept, removed per filter and reason, bad lines skipped), and
 `removed_sample.jsonl.gz` (the first `removed_sample_size` removed documents in shard order, each with
-`metadata.filter_reason`). Shards run through `marin.sharding.run_shards` (Ray tasks on a cluster, a
+`metadata.filter_reason`). Shards run through `marin.stepkit.sharding.run_shards` (Ray tasks on a cluster, a
 local pool of `workers` otherwise); each finished shard's counts sit in its ledger under
 `.shards/filter/`, so a resumed run redoes only unfinished shards and still totals them all.
 """
@@ -36,14 +36,14 @@ from marin.processing.documents import (
     step_documents,
     write_json,
 )
-from marin.sharding import LEDGERS, ShardResources, run_shards
-from marin.step_config import (
+from marin.stepkit.config import (
     StepConfig,
     input_field,
     output_field,
     unversioned,
     versioned_unless_default,
 )
+from marin.stepkit.sharding import LEDGERS, ShardResources, run_shards
 from marin.storage import join, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)

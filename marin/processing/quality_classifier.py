@@ -30,7 +30,7 @@ import tempfile
 from dataclasses import dataclass
 
 from marin.processing.documents import EmptyInputError, ReadReport, check_keys, list_shards, step_documents, write_json
-from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import join, write_bytes
 
 logger = logging.getLogger(__name__)

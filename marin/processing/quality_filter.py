@@ -39,8 +39,8 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.processing.quality_classifier import INFO, MODEL, fasttext_text, positive_scores
-from marin.sharding import LEDGERS, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.sharding import LEDGERS, run_shards
 from marin.storage import is_local, join, read_bytes, strip_protocol, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ ledger metadata names the tokenizer's absolute path, so the two `shard_ledger.js
 in `volatile_files.txt` (the same caches built under another prefix differ only there).
 
 Input shard i is tokenized on its own into `.parts/` (its documents' ids and lengths per split) by
-`marin.sharding.run_shards`: a Ray task per shard on a cluster, a local pool of `workers` processes
+`marin.stepkit.sharding.run_shards`: a Ray task per shard on a cluster, a local pool of `workers` processes
 otherwise, inline with one (each shard pipelined over threads: `encode_pipelined`). A finished shard's
 counts sit in its ledger (`.parts/.shards/`), so a rerun after a crash or a kill -9 tokenizes only the
 shards without one, on a bucket as on disk. The caches are then assembled from the parts in shard
@@ -55,8 +55,8 @@ from marin.processing.levanter_cache import (
     register_encoder,
     write_cache,
 )
-from marin.sharding import LEDGERS, ShardResources, run_shards
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.sharding import LEDGERS, ShardResources, run_shards
 from marin.storage import delete, exists, join, portable_path, read_bytes, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)

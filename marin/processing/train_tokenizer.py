@@ -28,7 +28,7 @@ from marin.processing.documents import (
     step_documents,
     write_json,
 )
-from marin.step_config import StepConfig, input_field, output_field, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import join
 
 logger = logging.getLogger(__name__)

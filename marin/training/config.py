@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from marin.step_config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
+from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.training.mixture import MixtureStage, check_stages
 
 _LR_SCHEDULES = ("constant", "cosine", "linear", "inv_sqrt")

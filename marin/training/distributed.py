@@ -1,7 +1,7 @@
 """jax.distributed across the hosts of a gang: one training program in N processes.
 
-A train step with `ResourceConfig(hosts=N)` runs `train(config)` in N processes (marin.execution.gang),
-each told its index, the count and host 0's address (marin.gang). Before anything touches jax,
+A train step with `ResourceConfig(hosts=N)` runs `train(config)` in N processes (marin.execution.gang_launch),
+each told its index, the count and host 0's address (marin.stepkit.gang). Before anything touches jax,
 `initialize()` joins them into one jax runtime: `jax.process_count() == N`, `jax.devices()` lists every
 host's devices, and Levanter's mesh, data loading and checkpoints span them all. Levanter is then told
 not to initialise again.
@@ -26,7 +26,7 @@ import contextlib
 import logging
 import os
 
-from marin.gang import GangMember, gang_member, is_primary_host
+from marin.stepkit.gang import GangMember, gang_member, is_primary_host
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import Any
 
-from marin.step_context import running_step_resources
+from marin.stepkit.context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training import distributed, mixture
 from marin.training.accelerator import check_accelerator

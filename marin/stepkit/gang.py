@@ -1,7 +1,7 @@
 """What a step function learns about its gang: the environment the executor gives each host's process.
 
 A step that asks for `ResourceConfig(hosts=N)` runs as N processes, one per host, all calling the same
-`fn(config)` (marin.execution.gang). The executor sits in a layer above the step library, so the two
+`fn(config)` (marin.execution.gang_launch). The executor sits in a layer above the step library, so the two
 meet here, at the bottom, through three environment variables: a step function reads `gang_member()`
 and never imports the executor. Outside a gang (any step with one host, or `fn(config)` called
 directly) `gang_member()` is None.

@@ -1,4 +1,4 @@
-"""Rebuilding an experiment's steps from its record (DESIGN.md §9): the inverse of instantiation.
+"""Rebuilding an experiment's steps from its record (docs/executor.md, "Rerun and verify"): the inverse of instantiation.
 
 The record names each step's function and config type by import path (or by script path for
 functions defined in the experiment file), holds the instantiated config, and the version that was
@@ -20,7 +20,7 @@ from marin.execution.authoring import ExecutorStep, InputName, OutputName, Resou
 from marin.execution.config_values import ConfigValueError, build
 from marin.execution.planning import plan_steps
 from marin.execution.references import resolve_reference
-from marin.step_config import KEEP, transform
+from marin.stepkit.config import KEEP, transform
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 
 

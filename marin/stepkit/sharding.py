@@ -57,22 +57,25 @@ LEDGERS = ".shards"
 
 @dataclass(frozen=True, kw_only=True)
 class ShardResources:
-    """What one shard needs when it runs as a Ray task (a local pool ignores it)."""
+    """What one shard needs when it runs as a Ray task (a local pool ignores it); the base of a step's
+    `ResourceConfig`, which adds accelerators, retries and gangs."""
 
     cpu: float = 1
-    """Logical CPUs per shard (Ray `num_cpus`)."""
+    """Logical CPUs (Ray `num_cpus`)."""
     memory_gb: float | None = None
-    """Memory to reserve per shard, in GiB (Ray `memory`), or None for no reservation."""
+    """Memory to reserve, in GiB (Ray `memory`), or None for no reservation."""
     custom: dict[str, float] = field(default_factory=dict)
-    """Ray custom resources per shard, e.g. {'data_node': 1}."""
+    """Ray custom resources, e.g. {'data_node': 1}."""
 
     def __post_init__(self):
+        name = type(self).__name__
         if not isinstance(self.cpu, int | float) or self.cpu < 0:
-            raise ValueError(f"ShardResources.cpu must be a number >= 0, got {self.cpu!r}")
+            raise ValueError(f"{name}.cpu must be a number >= 0, got {self.cpu!r}")
         if self.memory_gb is not None and self.memory_gb <= 0:
-            raise ValueError(f"ShardResources.memory_gb must be > 0, got {self.memory_gb!r}")
+            raise ValueError(f"{name}.memory_gb must be > 0, got {self.memory_gb!r}")
 
     def ray_options(self) -> dict:
+        """These resources as Ray task options."""
         opts: dict[str, Any] = {"num_cpus": self.cpu}
         if self.memory_gb is not None:
             opts["memory"] = int(self.memory_gb * 1024**3)

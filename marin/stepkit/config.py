@@ -1,6 +1,6 @@
 """What a step's config declares about its own fields: which are versioned, which are inputs, its checks.
 
-A step's hash covers its version (DESIGN.md §4). Which fields belong in it is a property of the
+A step's hash covers its version (docs/executor.md, "Identity"). Which fields belong in it is a property of the
 step, not of the experiment helper that happens to build its config, so the config class says it:
 
     @dataclass(frozen=True, kw_only=True)
@@ -72,6 +72,15 @@ class InputSpec:
     """URL schemes not checked before a run (e.g. 'https', 'hf': no I/O to the outside world when planning)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class OutputName(Placeholder):
+    """This step's own output folder (or a path inside it): `this_output_path()`, and the default of an
+    `output_field()`."""
+
+    name: str | None = None
+    """A sub-path under this step's output folder, or None for the folder itself."""
+
+
 def _field(meta: dict, default: Any, default_factory: Any) -> Any:
     kwargs: dict[str, Any] = {"metadata": {_KEY: meta}}
     if default is not dataclasses.MISSING:
@@ -93,8 +102,8 @@ def versioned_unless_default(default: Any = dataclasses.MISSING, *, default_fact
     return _field({"version": UNLESS_DEFAULT}, default, default_factory)
 
 
-def output_field(default: Any = dataclasses.MISSING) -> Any:
-    """Where the step writes (filled with its output folder by the executor); never versioned."""
+def output_field(default: Any = OutputName()) -> Any:
+    """Where the step writes: by default the step's output folder, filled in by the executor; never versioned."""
     return _field({"version": NEVER, "output": True}, default, dataclasses.MISSING)
 
 

@@ -4,7 +4,7 @@ A step function gets only its config; what the executor knows about the step bes
 `ResourceConfig`) would otherwise be lost on the way. The runner sets it here around the call, in
 the thread (local backend) or Ray task that runs the step, so that e.g. the train step can refuse to
 train on the CPU when its step asked for GPUs. It lives at the bottom of the package, beside
-`marin.gang`, because the step library may not import the executor's layer.
+`marin.stepkit.gang`, because the step library may not import the executor's layer.
 """
 
 from __future__ import annotations

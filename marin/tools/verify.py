@@ -19,7 +19,7 @@ in them is: `metrics.jsonl` lines are compared field by field without the timing
 in `_s` or `_per_second`), so two trainings must have the same losses, and the first training step
 where they differ is named.
 
-Values are compared, not files (marin.execution.verify_values): the files of a zarr array (a Levanter
+Values are compared, not files (marin.tools.verify_values): the files of a zarr array (a Levanter
 checkpoint's, whose chunk files follow the devices it was written from), `.safetensors`, `.json` and
 `.parquet` files that differ are read on both sides, and the step is identical when their values are,
 `close` when they agree within `rtol`/`atol` (each such value's largest difference is listed), else it
@@ -36,11 +36,11 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from marin.execution.inspect_prefix import load_record, record_paths
 from marin.execution.status import SUCCESS, manifest_path, read_statuses
-from marin.execution.verify_values import DEFAULT_ATOL, DEFAULT_RTOL, compare_values
 from marin.storage import compute_manifest, join, read_bytes, read_bytes_many
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
+from marin.tools.inspect_prefix import load_record, record_paths
+from marin.tools.verify_values import DEFAULT_ATOL, DEFAULT_RTOL, compare_values
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Running an experiment again from its record into another prefix (`marin rerun`, DESIGN.md §9).
+"""Running an experiment again from its record into another prefix (`marin rerun`; docs/executor.md, "Rerun and verify").
 
 The steps are rebuilt from the record by `rebuild.py`; this module decides which code they run and says
 how it differs from the recorded code.
@@ -27,7 +27,6 @@ import tarfile
 import tempfile
 
 from marin.execution.authoring import ExecutorStep
-from marin.execution.inspect_prefix import load_record
 from marin.execution.planning import PlanError, plan_steps
 from marin.execution.provenance import (
     CheckoutState,
@@ -37,7 +36,6 @@ from marin.execution.provenance import (
     installed_packages,
     write_state_file,
 )
-from marin.execution.rebuild import rebuild_steps
 from marin.execution.references import (
     project_root,
     script_override,
@@ -46,6 +44,8 @@ from marin.execution.references import (
 )
 from marin.storage import join, read_bytes, read_bytes_many
 from marin.storage.layout import info_path
+from marin.tools.inspect_prefix import load_record
+from marin.tools.rebuild import rebuild_steps
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def code_warnings(record: dict, steps: list[ExecutorStep], prefix: str) -> list[
 def provenance_warnings(record: dict, record_path: str) -> list[str]:
     """Steps of the record whose outputs were made by other code than the record's (a later run after the
     code changed): the rerun runs the record's code, so their bytes may well differ."""
-    from marin.execution.verify import record_location
+    from marin.tools.verify import record_location
 
     recorded = record.get("git") or {}
     if "patch_sha256" not in recorded:
@@ -144,7 +144,7 @@ MATERIALIZED_ENV = "MARIN_RERUN_CODE"
 
 
 def _read_stored(record_path: str, rel: str) -> bytes | None:
-    from marin.execution.verify import record_location
+    from marin.tools.verify import record_location
 
     return read_bytes(join(record_location(record_path), rel))
 

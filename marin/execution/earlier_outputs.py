@@ -1,12 +1,7 @@
-"""Why a step's hash is what it is: its version dict, and what changed since an earlier output of it.
+"""What changed since an earlier output of a step: the reasons `marin plan` gives for a new hash.
 
-`marin explain SCRIPT STEP` prints the version (the exact JSON that is hashed), then looks under the
-prefix for outputs of the same step name with other hashes, picks the nearest (fewest differing
-fields), and lists field by field what differs: a versioned config value, an input's sub-path, or a
-dependency whose own hash changed (with the name of that upstream step, to explain in turn).
-
-`marin plan` says the same in one line for each step that has no output yet, against the most recent
-earlier output of that step name:
+`marin plan` (and `--dry_run`) says in one line, for each step that has no output yet, what differs
+from the most recent earlier output of that step name:
 
     run   hello/stats-5e1c2a90  new hash: config.min_len 3 -> 5 (was hello/stats-2d4c618e)
     run   hello/stats-77aa01b3  new hash: dependency hello/data changed (was hello/stats-2d4c618e)
@@ -14,6 +9,7 @@ earlier output of that step name:
 Earlier outputs are found without any record: they are the sibling folders `<name>-<other hash>`
 (as on the browser's compare page), each holding its version in `.executor_info`. Each parent folder
 is listed once, however many steps it holds, and the records are read concurrently on buckets.
+`marin explain` (marin.tools.explain) prints the whole comparison for one step.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from marin.execution.planning import PlannedStep
-from marin.execution.status import info_path, read_status, read_statuses, status_path
+from marin.execution.status import info_path, read_statuses, status_path
 from marin.storage import filesystem, is_local, join, list_dir, read_bytes_many, strip_protocol
 from marin.storage.layout import HASH_PATTERN
 
@@ -185,11 +181,6 @@ def earlier_outputs(
     return result
 
 
-def existing_versions(planned: PlannedStep, prefix: str) -> list[tuple[str, dict, str | None]]:
-    """(output path, version, state) of every other output of the same step name under the prefix."""
-    return [(o.output_path, o.version, o.state) for o in earlier_outputs([planned], prefix).get(planned, [])]
-
-
 def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[PlannedStep, str]:
     """For each step (by id) with an earlier output of its name: what changed since the most recent one.
 
@@ -203,33 +194,3 @@ def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[PlannedS
         diffs = diff_versions(latest.version, key.version)
         reasons[key] = f"{describe_diffs(diffs)} (was {latest.relative_output_path})"
     return reasons
-
-
-def explain_step(planned: PlannedStep, prefix: str) -> str:
-    """The text `marin explain` prints for one step."""
-    lines = [
-        f"step {planned.name}",
-        f"  output: {planned.output_path}",
-        f"  state:  {read_status(planned.output_path) or 'not run'}",
-        f"  hash:   {planned.hash} = sha256(canonical_json(version))[:8]",
-        "  version:",
-    ]
-    lines += ["    " + line for line in json.dumps(planned.version, indent=2, sort_keys=True).splitlines()]
-    others = earlier_outputs([planned], prefix).get(planned, [])
-    if not others:
-        lines.append(f"no other output of {planned.name!r} under {prefix}: nothing to compare with")
-        return "\n".join(lines)
-    nearest = min(others, key=lambda o: (len(diff_versions(o.version, planned.version)), o.output_path))
-    diffs = diff_versions(nearest.version, planned.version)
-    lines.append(
-        f"nearest existing output: {nearest.output_path} ({nearest.state or 'not run'}); {len(diffs)} field(s) differ:"
-    )
-    deps_by_identity = {d.identity: d for d in planned.dependencies + planned.pseudo_dependencies}
-    for d in diffs:
-        lines.append(f"  {d.field}: {json.dumps(d.old, sort_keys=True)} -> {json.dumps(d.new, sort_keys=True)}")
-        if d.field.startswith(("dependencies", "pseudo_dependencies")) and d.new in deps_by_identity:
-            dep = deps_by_identity[d.new]
-            lines.append(f"    upstream step {dep.name!r} has a new hash; `marin explain SCRIPT {dep.name}` says why")
-    if len(others) > 1:
-        lines.append(f"({len(others)} other outputs of this step exist; compared with the nearest)")
-    return "\n".join(lines)

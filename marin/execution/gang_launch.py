@@ -1,4 +1,4 @@
-"""One step, several hosts: a gang of Ray actors started, watched and restarted together (DESIGN.md §11).
+"""One step, several hosts: a gang of Ray actors started, watched and restarted together (docs/cluster.md).
 
 A step with `ResourceConfig(hosts=N)` is still one step to the executor: one runner task takes its lease,
 claims its attempt and writes its records, exactly as for any step. Only where that runner would call
@@ -6,7 +6,7 @@ claims its attempt and writes its records, exactly as for any step. Only where t
 
 1. reserves N bundles of the step's per-host resources in a placement group (SPREAD over nodes by
    default) and starts one actor in each, with the step's `env` and marin's gang variables
-   (marin.gang: host index and count) in its environment: every actor is a fresh process, so
+   (marin.stepkit.gang: host index and count) in its environment: every actor is a fresh process, so
    settings read at import time (XLA_FLAGS) apply;
 2. asks host 0 for its `ip:port` and starts `fn(config)` on every host with that coordinator: the
    same config, so all hosts write into the same attempt folder (what they write, and who writes
@@ -34,8 +34,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.gang import COORDINATOR_ENV, HOST_ENV, HOSTS_ENV
-from marin.sharding import RAY_SYSTEM_RETRIES
+from marin.stepkit.gang import COORDINATOR_ENV, HOST_ENV, HOSTS_ENV
+from marin.stepkit.sharding import RAY_SYSTEM_RETRIES
 
 logger = logging.getLogger(__name__)
 
