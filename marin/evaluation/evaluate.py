@@ -227,7 +227,7 @@ def evaluate(config: EvalConfig) -> dict:
 def _write_cost(
     config: EvalConfig, model: LlamaModelConfig, vocab_size: int, per_set: dict, wall_s: float, settings
 ) -> None:
-    from marin.step_context import running_step_resources
+    from marin.stepkit.context import running_step_resources
     from marin.storage import write_volatile_list
     from marin.training.cost import COST_FILE, cost_record, evaluation_flops, write_cost_record
 
