@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.environ.get("BENCH", os.path.join(ROOT, "..", "shared", "bench"))
+BENCH = os.environ.get("BENCH", os.path.join(ROOT, "benchmarks", "executor_harness"))
 
 ONE_RUN = """
 import json, sys, time
