@@ -223,7 +223,7 @@ def sweep_dead_runs(prefix: str, own_run: str | None = None) -> int:
 
 def _sweep_run(prefix: str, folder: str, run: str) -> int:
     owner = new_owner_id()
-    claim = try_acquire(join(folder, f"{run}.lease"), owner, _SEEN)
+    claim = try_acquire(join(folder, f"{run}.lease"), owner, _SEEN, log_takeover=False)
     if isinstance(claim, LeaseHeld):
         return 0
     with claim:
@@ -251,7 +251,7 @@ def sweep_step(out: str, gone=holder_is_gone) -> bool:
         removed = remove_orphaned_temps(out) > 0
     if not stale or STATUS_FILE not in names or _status(out) != State.SUCCESS:
         return removed
-    claim = try_acquire(lease_path(out), new_owner_id(), _SEEN, gone=gone)
+    claim = try_acquire(lease_path(out), new_owner_id(), _SEEN, gone=gone, log_takeover=False)
     if isinstance(claim, LeaseHeld):
         return removed
     with claim:
@@ -260,6 +260,7 @@ def sweep_step(out: str, gone=holder_is_gone) -> bool:
             remove_orphaned_temps(logs_dir(out))
             discard_all(out)
             removed = True
+            logger.info("%s: removed the attempt folders and the lease a dead runner left beside its SUCCESS", out)
     return removed
 
 

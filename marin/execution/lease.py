@@ -304,6 +304,7 @@ def try_acquire(
     seen: dict[str, float] | None = None,
     clock: Clock = SYSTEM_CLOCK,
     gone: Callable[[dict], bool] = holder_is_gone,
+    log_takeover: bool = True,
 ) -> Lease | LeaseHeld:
     """Claims the lease at `path`, taking over a stale one; `seen` tracks versions across calls.
 
@@ -337,7 +338,8 @@ def try_acquire(
         if version is None:
             continue
         why = "its process on this host is gone" if holder_gone else f"unchanged for {unchanged_s:.0f} s"
-        logger.warning("took over the stale lease %s from %s (%s)", path, holder, why)
+        if log_takeover:
+            logger.warning("took over the stale lease %s from %s (%s)", path, holder, why)
         return Lease(path, owner, now, version, took_over=True, clock=clock)
     raise LeaseContention(
         f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries to claim it "
