@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The executor benchmark: the harness in $BENCH (docs/benchmarks.md) over this project's executor, with the
+# The executor benchmark: benchmarks/executor_harness over this project's executor, with the
 # local backend (sizes 1,000 and 10,000 layered, a 200-step chain) and the Ray backend (1,000 and the
 # chain). Results: benchmarks/results/executor-{local,ray}.json; the table goes to stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BENCH=${BENCH:?set BENCH to the folder of the executor benchmark harness (docs/benchmarks.md)}
+BENCH=${BENCH:-$ROOT/benchmarks/executor_harness}
 WORK=$(mktemp -d)
 mkdir -p benchmarks/results
 export PYTHONPATH=$ROOT RAY_AUTH_MODE=disabled

@@ -5,14 +5,16 @@
 # on a shared machine falls on all three alike. BEFORE_TREE is a checkout of the older commit (e.g.
 # `git worktree add /tmp/before <commit>`); it runs with this tree's .venv and its own code first on
 # PYTHONPATH. JSON per run: benchmarks/results/compare/<label>-<round>.json; summary to stdout.
+# MODES picks the configurations (default "before staging fsync"; "before fsync" compares the two trees
+# as shipped); BEFORE_FSYNC=1 runs BEFORE with fsync on (for a BEFORE tree that has it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BEFORE=$(cd "$1" && pwd)
 ROUNDS=${2:-3}
-BENCH=${BENCH:?set BENCH to the folder of the executor benchmark harness (docs/benchmarks.md)}
+BENCH=${BENCH:-$ROOT/benchmarks/executor_harness}
 WORK=$(mktemp -d)
-OUT=$ROOT/benchmarks/results/compare
+OUT=${OUT:-$ROOT/benchmarks/results/compare}
 mkdir -p "$OUT"
 export RAY_AUTH_MODE=disabled
 run() {  # label tree fsync round
@@ -21,9 +23,13 @@ run() {  # label tree fsync round
     --import-reps 5 --workdir "$WORK/$1" --out "$OUT/$1-$4.json" >/dev/null 2>"$OUT/$1-$4.log")
 }
 for round in $(seq 1 "$ROUNDS"); do
-  run before "$BEFORE" 0 "$round"
-  run staging "$ROOT" 0 "$round"
-  run fsync "$ROOT" 1 "$round"
+  for mode in ${MODES:-before staging fsync}; do
+    case $mode in
+      before) run before "$BEFORE" "${BEFORE_FSYNC:-0}" "$round" ;;
+      staging) run staging "$ROOT" 0 "$round" ;;
+      fsync) run fsync "$ROOT" 1 "$round" ;;
+    esac
+  done
 done
 rm -rf "$WORK"
 "$ROOT/.venv/bin/python" "$ROOT/benchmarks/compare_summary.py" "$OUT"

@@ -1,7 +1,6 @@
-"""Adapter for the executor benchmark harness (`$BENCH/marin_baseline.py`, docs/benchmarks.md): this
-project's executor with the Ray backend.
+"""Adapter for benchmarks/executor_harness/marin_baseline.py: this project's executor with the Ray backend.
 
-The local-backend adapter is the harness's `ours_adapter.py`; this one differs only in `backend="ray"`
+The local-backend adapter is benchmarks/executor_harness/ours_adapter.py; this one differs only in `backend="ray"`
 (a local Ray cluster is started in each measured process, and its start-up is part of the timed run).
 """
 

@@ -1,8 +1,8 @@
 """The executor's own work per step inside a Ray task, without the cluster's start-up or scheduling.
 
-    PYTHONPATH=.:$BENCH .venv/bin/python benchmarks/ray_step_timing.py [STEPS]
+    PYTHONPATH=.:benchmarks/executor_harness .venv/bin/python benchmarks/ray_step_timing.py [STEPS]
 
-Runs a chain of trivial steps (the harness's `dag.py`, docs/benchmarks.md) one Ray task at a time on a warm worker and prints
+Runs a chain of trivial steps (benchmarks/executor_harness/dag.py) one Ray task at a time on a warm worker and prints
 the median time of `execute_step` inside the task and of the whole round trip, in milliseconds.
 """
 

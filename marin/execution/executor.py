@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
 from marin.execution.authoring import ExecutorStep
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
@@ -238,6 +239,7 @@ class Executor:
         )
         if not record_exists:
             self._write_record(plan, record_path, run)
+        sweep_dead_runs(self.prefix, run["run_id"])
         outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
         with _ctrl_c_deferred(interrupted):
             self._append_run(record_path, plan, outcomes, started, run)
@@ -348,6 +350,7 @@ class Executor:
                 self._fail_downstream(failed, dependents, outcomes, plan)
 
         backend = None
+        marker = RunMarker.begin(self.prefix, run["run_id"], [p.output_path for p in pending])
         in_flight: dict = {}
         t_start = time.monotonic()
         done_count = 0
@@ -404,6 +407,9 @@ class Executor:
         finally:
             if backend is not None and not interrupted:
                 backend.shutdown()
+            finish_cleanups()
+            marker.end()
+            sweep_dead_runs(self.prefix, run["run_id"])
         for p in pending:
             outcomes.setdefault(p, StepOutcome(Outcome.NOT_RUN))
         return outcomes, interrupted

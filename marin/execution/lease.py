@@ -29,6 +29,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from marin.storage import (
@@ -133,6 +134,13 @@ def _this_process() -> Identity:
     return _me
 
 
+def same_holder(info: dict, identity: dict) -> bool:
+    """Whether the lease `info` was written by the process `identity` names (host, boot, namespace, pid, start
+    time all known and equal): a step lease of a run whose own run marker went stale or whose process is gone."""
+    keys = ("host", "boot", "pid_ns", "pid", "pid_started")
+    return all(identity.get(k) is not None and info.get(k) == identity.get(k) for k in keys)
+
+
 def holder_is_gone(info: dict) -> bool:
     """True only when the holder provably was a process of this boot and PID namespace that no longer runs."""
     me = _this_process()
@@ -185,6 +193,8 @@ class Lease:
     last_refresh: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: bool = False
+    deferred: bool = False
+    """Set by `defer_release`: leaving the `with` normally keeps the lease; whoever deferred releases it."""
 
     def __post_init__(self):
         if self.last_refresh is None:
@@ -195,8 +205,17 @@ class Lease:
         _keeper.add(self)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is None and self.deferred:
+            return
         self.release()
+
+    def defer_release(self) -> None:
+        """Keeps the lease (and its heartbeats) past the `with`, for work that must end before it is
+        released (removing a step's attempt folders in the background); no thread is interrupted any more
+        if it is lost. The caller must `release()` it."""
+        self.thread_id = None
+        self.deferred = True
 
     def refresh(self) -> bool:
         """Writes a new heartbeat if the lease is still ours; False (and marks it lost) otherwise."""
@@ -280,13 +299,18 @@ class LeaseContention(RuntimeError):
 
 
 def try_acquire(
-    path: str, owner: str, seen: dict[str, float] | None = None, clock: Clock = SYSTEM_CLOCK
+    path: str,
+    owner: str,
+    seen: dict[str, float] | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    gone: Callable[[dict], bool] = holder_is_gone,
+    log_takeover: bool = True,
 ) -> Lease | LeaseHeld:
     """Claims the lease at `path`, taking over a stale one; `seen` tracks versions across calls.
 
     `seen` maps each lease version this runner met to when it first met it (`clock.monotonic()`); a
     version met more than `MARIN_LEASE_TIMEOUT_S` ago and still there is stale. Without `seen`, only a
-    lease whose holder is provably gone (`holder_is_gone`) is ever stale.
+    lease whose holder is provably gone (`gone`, by default `holder_is_gone`) is ever stale.
 
     A try loses a race when the lease vanishes between the failed create and the read (its holder
     released it), or when another runner takes a stale lease over first; each lost race means someone
@@ -307,14 +331,15 @@ def try_acquire(
         except (ValueError, KeyError, TypeError):
             info, heartbeat, holder, host = {}, now, "<unreadable lease>", None
         unchanged_s = clock.monotonic() - seen.setdefault(current.version, clock.monotonic())
-        gone = holder_is_gone(info)
-        if not gone and unchanged_s <= lease_timeout_s():
+        holder_gone = gone(info)
+        if not holder_gone and unchanged_s <= lease_timeout_s():
             return LeaseHeld(holder, host, now - heartbeat, current.version)
         version = replace_if_unchanged(path, _payload(owner, now, clock), current.version)
         if version is None:
             continue
-        why = "its process on this host is gone" if gone else f"unchanged for {unchanged_s:.0f} s"
-        logger.warning("took over the stale lease %s from %s (%s)", path, holder, why)
+        why = "its process on this host is gone" if holder_gone else f"unchanged for {unchanged_s:.0f} s"
+        if log_takeover:
+            logger.warning("took over the stale lease %s from %s (%s)", path, holder, why)
         return Lease(path, owner, now, version, took_over=True, clock=clock)
     raise LeaseContention(
         f"lease {path}: changed under each of {ACQUIRE_ATTEMPTS} tries to claim it "

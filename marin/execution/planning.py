@@ -36,6 +36,7 @@ from marin.stepkit.config import (
     VERSIONED,
     StepConfig,
     declares,
+    field_type_errors,
     holds_placeholders,
     type_errors,
     walk,
@@ -148,10 +149,12 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
             except UnversionableValueError as exc:
                 raise PlanError(f"step {step.name!r}: versioned field {exc}") from None
             return False
+        if cls is list or cls is tuple or cls is dict:
+            return True
         if cls is ExecutorStep:
             raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
-        if cls is not list and cls is not tuple and cls is not dict and dataclasses.is_dataclass(value):
-            _refuse(step, type_errors(value, path, deep=False))
+        if _is_config_class(cls):
+            _refuse(step, field_type_errors(value, path))
             if plain:
                 _warn_unversioned(step, value, path)
         return True
@@ -161,6 +164,15 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
+_CONFIG_CLASSES: dict[type, bool] = {}
+
+
+def _is_config_class(cls: type) -> bool:
+    """Whether instances of `cls` are dataclasses (answered once per class: planning asks per node)."""
+    found = _CONFIG_CLASSES.get(cls)
+    if found is None:
+        found = _CONFIG_CLASSES[cls] = dataclasses.is_dataclass(cls)
+    return found
 
 
 def _refuse(step: ExecutorStep, errors: list[str] | None) -> None:

@@ -10,7 +10,9 @@ The order of writes is the contract readers rely on, and `_publish` is the only 
 `.executor_info` and `RUNNING` first, then the step's own files, then `.executor_manifest.json`, then
 `SUCCESS` (or `FAILED`), then the lease is released. A reader trusts only `SUCCESS`, so a crash at
 any point leaves a state the next run completes: the lease goes stale, the next runner takes it over
-and resumes from a copy of the attempt's files.
+and resumes from a copy of the attempt's files. After `SUCCESS` the attempt folders are removed (in the
+background) before the lease is released, so a lease left beside a `SUCCESS` marks a runner that died
+before cleaning up, which the next run's sweep removes (marin.execution.attempts).
 
 The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
 that reaches the final folder is moved there out of that folder after a lease check, and a runner
@@ -204,7 +206,7 @@ def _execute(task: StepTask) -> StepOutcome:
 def _attempt(task: StepTask, lease: Lease, previous: State | None) -> StepOutcome:
     """One attempt under `lease`. `previous`: the step's state when the lease was taken, put back if the
     attempt is interrupted. A failure of the bookkeeping itself still ends in FAILED."""
-    attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded)
+    attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded, took_over=lease.took_over)
     try:
         _publish(lease, attempt, RUNNING, info=task.info)
         if task.reuse is not None or task.references:
@@ -274,7 +276,7 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
     if error is not None:
         _publish(lease, attempt, FAILED)
         return StepOutcome(Outcome.FAILED, started, ended, duration, error, attempt.number, attempt.log)
-    discard_attempts(out)
+    discard_attempts(out, lease)
     return StepOutcome(Outcome.SUCCESS, started, ended, duration, None, attempt.number, attempt.log)
 
 
@@ -308,7 +310,7 @@ def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutco
         outputs=True,
         manifest=reused.manifest,
     )
-    discard_attempts(task.output_path)
+    discard_attempts(task.output_path, lease)
     return StepOutcome(
         Outcome.REUSED,
         started,

@@ -226,8 +226,19 @@ def walk(config: Any, visit: Visit, path: str = "") -> None:
 
 
 def _walk(value: Any, visit: Visit, path: str, field: dataclasses.Field | None, rule: str) -> None:
+    if visit(path, field, value, rule) and type(value) not in _PLAIN:
+        _walk_parts(value, visit, path, rule)
+
+
+def _walk_parts(value: Any, visit: Visit, path: str, rule: str) -> None:
+    """Visits the parts of a node whose visit returned True, and walks on into those whose visit does too
+    (the visit is called here, not one call deeper: planning walks every config, and most parts are leaves)."""
     cls = type(value)
-    if not visit(path, field, value, rule) or cls in _PLAIN:
+    if cls is list or cls is tuple:
+        for i, item in enumerate(value):
+            plain = type(item) in _PLAIN
+            if (rule == VERSIONED or not plain) and visit(f"{path}[{i}]", None, item, rule) and not plain:
+                _walk_parts(item, visit, f"{path}[{i}]", rule)
         return
     fields = _FIELDS.get(cls)
     if fields is None:
@@ -240,16 +251,14 @@ def _walk(value: Any, visit: Visit, path: str, field: dataclasses.Field | None, 
         for _, f in fields:
             item = getattr(value, f.name)
             item_rule = rule if rule == MARKED else field_rule(f, item, rule)
-            if item_rule == VERSIONED or type(item) not in _PLAIN:
-                _walk(item, visit, prefix + f.name, f, item_rule)
-    elif cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            if rule == VERSIONED or type(item) not in _PLAIN:
-                _walk(item, visit, f"{path}[{i}]", None, rule)
-    else:
-        for suffix, _, item in items(value) or ():
-            if rule == VERSIONED or type(item) not in _PLAIN:
-                _walk(item, visit, path + suffix, None, rule)
+            plain = type(item) in _PLAIN
+            if (item_rule == VERSIONED or not plain) and visit(prefix + f.name, f, item, item_rule) and not plain:
+                _walk_parts(item, visit, prefix + f.name, item_rule)
+        return
+    for suffix, _, item in items(value) or ():
+        plain = type(item) in _PLAIN
+        if (rule == VERSIONED or not plain) and visit(path + suffix, None, item, rule) and not plain:
+            _walk_parts(item, visit, path + suffix, rule)
 
 
 def holds_placeholders(value: Any) -> bool:
@@ -367,6 +376,22 @@ def _checked_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
         found = _CHECKED[cls] = tuple(
             (f.name, suffix, _ANNOTATIONS[f]) for suffix, f in _fields(cls) if _ANNOTATIONS[f] is not Any
         )
+    return found
+
+
+def field_type_errors(config: Any, path: str = "") -> list[str] | None:
+    """`path: why` for every field of the dataclass `config` (not of the dataclasses in it) whose value does
+    not fit its annotation; None when all fit. The per-node check of planning: the class's annotations are
+    resolved once (`_checked_fields`), and a value of exactly the annotated class needs no further look."""
+    found = None
+    for name, suffix, hint in _checked_fields(type(config)):
+        value = getattr(config, name)
+        if type(value) is hint:
+            continue
+        problem = type_error(value, hint)
+        if problem:
+            found = found or []
+            found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
     return found
 
 

@@ -17,6 +17,7 @@ from marin.storage.conditional import (
     current_version,
     delete_if_unchanged,
     read_with_version,
+    remove_orphaned_temps,
     replace_if_unchanged,
 )
 from marin.storage.files import (
@@ -85,6 +86,7 @@ __all__ = [
     "read_text",
     "read_with_version",
     "relative_to",
+    "remove_orphaned_temps",
     "replace_if_unchanged",
     "size",
     "strip_protocol",

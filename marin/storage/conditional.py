@@ -6,12 +6,17 @@ that lost its lease finds out at its next write instead of overwriting the new o
 opaque strings: locally inode, mtime and size (a compare-and-swap under a folder lock); on GCS the
 object generation (`ifGenerationMatch`); on S3 the ETag (`If-Match` / `If-None-Match: *`). Each
 backend implements them (marin.storage.local, .gcs, .s3); other protocols raise NotImplementedError.
+
+Locally they write through temporary files, which a writer killed mid-write leaves behind;
+`remove_orphaned_temps` removes those whose writer is provably dead (marin.storage.local). Buckets
+compare on the server and leave no such files.
 """
 
 from __future__ import annotations
 
 from marin.storage.backends import backend_for
 from marin.storage.interface import VersionedBytes
+from marin.storage.paths import is_local
 
 __all__ = [
     "VersionedBytes",
@@ -19,6 +24,7 @@ __all__ = [
     "current_version",
     "delete_if_unchanged",
     "read_with_version",
+    "remove_orphaned_temps",
     "replace_if_unchanged",
 ]
 
@@ -46,3 +52,12 @@ def current_version(path: str) -> str | None:
 def delete_if_unchanged(path: str, version: str) -> bool:
     """Deletes `path` only if it still has `version`; True when deleted."""
     return backend_for(path).delete_if_unchanged(path, version)
+
+
+def remove_orphaned_temps(folder: str) -> int:
+    """Removes the temporary files of dead writers in a local `folder` (how many); 0 on a bucket."""
+    if not is_local(folder):
+        return 0
+    from marin.storage.local import remove_orphaned_temps as remove_local
+
+    return remove_local(folder)

@@ -40,6 +40,9 @@ ATTEMPT_PREFIX = ".executor_attempt."
 TRASH_DIR = ".executor_trash"
 """Inside a staging folder: where the published folder's old files go when the staged ones replace them."""
 
+RUNS_DIR = ".executor_runs"
+"""Under a prefix: one marker per run in progress (its lease and the steps it runs), removed when the run
+ends; what a run killed with kill -9 leaves there tells the next run where to clean (docs/executor.md)."""
 EXPERIMENTS_DIR = "experiments"
 """Under a prefix: the experiment records and their run logs."""
 RECORD_SUFFIX = ".json"

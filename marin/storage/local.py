@@ -5,6 +5,14 @@ target once complete, so a reader sees the old file or the new one, never half o
 killed mid-write leaves only the temporary file, which manifests and publication skip. Conditional
 writes compare a version token (inode, mtime, size) under an `flock` of the folder; create-if-absent
 is a `link()` of a complete temporary file, which fails if the name exists.
+
+A writer holds an exclusive `flock` on its temporary file from the moment it exists under its name until
+the name is gone (renamed into place or removed), and the kernel drops that lock when the process dies,
+however it dies. So a temporary file whose lock can be taken is provably an orphan of a dead writer:
+`remove_orphaned_temps` removes those of a folder (the executor calls it where a dead runner may have
+written). The one window, between the temporary file's creation and its lock, is closed on the writer's
+side: having locked, it checks that its name still names its file, and starts over with a new one if a
+cleaner removed it in that window.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import fcntl
 import io
 import os
 import shutil
+import stat
 import tempfile
 from typing import BinaryIO
 
@@ -58,18 +67,78 @@ def _published_mode(fd: int) -> None:
     os.fchmod(fd, 0o666 & ~process_umask())
 
 
+def _locked_temp(folder: str, prefix: str, suffix: str = "") -> tuple[int, str]:
+    """A new temporary file in `folder`, open and exclusively flocked by this process (see the module's doc)."""
+    while True:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # a cleaner took it for an orphan between its creation and the lock
+
+
 def _temp_in(folder: str, name: str) -> tuple[int, str]:
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX, suffix="." + name)
+    fd, tmp = _locked_temp(folder, TEMP_PREFIX, "." + name)
     _published_mode(fd)
     return fd, tmp
 
 
-def _write_temp(folder: str, data: bytes) -> str:
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=TEMP_PREFIX + "cond-")
+def _write_temp(folder: str, data: bytes) -> tuple[int, str]:
+    """A locked temporary file holding `data`; the caller closes the descriptor once the name is gone."""
+    fd, tmp = _locked_temp(folder, TEMP_PREFIX + "cond-")
     _published_mode(fd)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    return tmp
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        _drop_temp(fd, tmp)
+        raise
+    return fd, tmp
+
+
+def _drop_temp(fd: int, tmp: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.close(fd)
+
+
+def remove_orphaned_temps(folder: str) -> int:
+    """Removes the temporary files in `folder` whose writer is dead (their flock is free); how many.
+
+    A temporary file still locked belongs to a live writer (of any process, on any host sharing the file
+    system through a lock-aware mount) and is left alone; so is anything not a regular file."""
+    folder = local_path(folder)
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX)]
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    removed = 0
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            if os.stat(path).st_ino == st.st_ino:
+                os.unlink(path)
+                removed += 1
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 @contextlib.contextmanager
@@ -110,9 +179,12 @@ class AtomicFileWriter(io.BufferedIOBase):
         if self.closed:
             return
         try:
+            self._file.flush()
+            os.replace(self._tmp, self.path)  # before closing: the temp's lock is held until its name is gone
             self._file.close()
-            os.replace(self._tmp, self.path)
         except BaseException:
+            with contextlib.suppress(OSError):
+                self._file.close()
             self._remove_temp()
             raise
         finally:
@@ -121,8 +193,8 @@ class AtomicFileWriter(io.BufferedIOBase):
     def discard(self) -> None:
         if self.closed:
             return
-        self._file.close()
         self._remove_temp()
+        self._file.close()
         super().close()
 
     def _remove_temp(self) -> None:
@@ -230,24 +302,27 @@ class LocalBackend(Backend):
             except FileExistsError:
                 return None
             return _current_token(path)
-        tmp = _write_temp(folder, data)
+        fd, tmp = _write_temp(folder, data)
         try:
             os.link(tmp, path)
         except FileExistsError:
             return None
         else:
-            return _token(os.stat(tmp))
+            return _token(os.fstat(fd))
         finally:
-            os.unlink(tmp)
+            _drop_temp(fd, tmp)
 
     def replace_if_unchanged(self, path: str, data: bytes, version: str) -> str | None:
         path = local_path(path)
         with _folder_lock(path):
             if _current_token(path) != version:
                 return None
-            tmp = _write_temp(os.path.dirname(path) or ".", data)
-            os.replace(tmp, path)
-            return _token(os.stat(path))
+            fd, tmp = _write_temp(os.path.dirname(path) or ".", data)
+            try:
+                os.replace(tmp, path)
+                return _token(os.fstat(fd))
+            finally:
+                _drop_temp(fd, tmp)
 
     def delete_if_unchanged(self, path: str, version: str) -> bool:
         path = local_path(path)
