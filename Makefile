@@ -52,9 +52,10 @@ bench: setup
 clean:
 	rm -rf .venv local_store
 
-# The edit loop's tier: every test that neither trains a model, starts a Ray cluster nor runs a ladder
-# or the tutorial (docs/testing.md); `make test` runs them all.
-FAST_IGNORE := $(addprefix --ignore=tests/,test_gang.py test_isoflop_ladder.py test_tiny_ladder.py \
+# The edit loop's tier: every test that neither trains a model, starts a Ray cluster (the `ray` marker,
+# set by tests/conftest.py) nor runs a ladder or the tutorial, and not the storage layer's race and fault
+# tests; on 2 pytest-xdist workers, a file to a worker (docs/testing.md). `make test` runs them all.
+FAST_IGNORE := $(addprefix --ignore=tests/,test_storage_buckets.py test_gang.py test_isoflop_ladder.py test_tiny_ladder.py \
 	test_readme_commands.py test_mesh_layouts.py test_executor_buckets.py test_tutorial.py \
 	test_tutorial_summary.py test_executor_train_resume.py test_cluster.py test_rerun_chain.py \
 	test_train.py test_train_settled.py test_train_mixture.py test_train_logging.py test_eval.py \
@@ -65,4 +66,4 @@ FAST_IGNORE := $(addprefix --ignore=tests/,test_gang.py test_isoflop_ladder.py t
 	test_adoption_by_copy.py test_executor_concurrency.py test_marin_executor_port.py)
 
 test-fast: setup browser-deps
-	$(PY) -m pytest -q -x -m "not slow" $(FAST_IGNORE) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -x -n 2 --dist loadfile -m "not slow and not ray" $(FAST_IGNORE) $(PYTEST_ARGS)

@@ -52,3 +52,17 @@ def ray_cluster():
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "ray: uses the session's Ray cluster (the ray_cluster fixture); left out of `make test-fast`"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks every test that uses the `ray_cluster` fixture `ray`, so that `make test-fast` can leave it out
+    (starting a cluster costs 10-20 s on 2 cores) without a list of names to keep up to date."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)

@@ -169,6 +169,7 @@ def test_a_crash_while_writing_resumes_redoing_only_the_missing_shards(tmp_path,
 
     monkeypatch.setattr(dedup_stages, "DocumentStream", real_stream)
     caplog.set_level(logging.INFO)
+    caplog.clear()  # only the rerun's records (an earlier test may have left the logger at INFO)
     dedup_documents(cfg)
     written = [r.getMessage().split()[2] for r in caplog.records if r.getMessage().startswith("wrote shard")]
     assert written == ["part-00002.jsonl.gz", "part-00003.jsonl.gz"]
