@@ -1,15 +1,21 @@
 """The train step's summary: both evaluations labelled for what they are, evaluations as points, throughput,
-a log-y toggle, and what metrics.jsonl lacks said so. Files written as the train and evaluation steps write
-them (marin/training/metrics.py, marin/evaluation/evaluate.py), read through the real local filesystem."""
+gradient norm, MFU where the device's peak is known, a log-y toggle, and what metrics.jsonl lacks said so.
+Files written as the train and evaluation steps write them (marin/training/metrics.py,
+marin/evaluation/evaluate.py) or by a real tiny training (tests/training_fixtures.py, shared with the
+training tests), read through the real local filesystem."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import shutil
 
 import fsspec
+import pytest
 
 from marin.browser.summaries import CurveOptions, results_summary, train_summary
+from tests.training_fixtures import reference_run
 
 
 def _write_train(folder, max_eval_batches=4):
@@ -36,7 +42,8 @@ def test_in_training_evaluations_are_labelled_points_with_throughput_and_a_log_y
     assert 'polyline class="line' not in loss.split('data-series="eval_loss', 1)[1][:200]
     assert "first 4 batches of packed sequences" in html and "differ from these" in html
     assert 'class="plot lr-curve"' in html and 'class="plot throughput-curve"' in html
-    assert "not in this step&#x27;s metrics.jsonl: gradient norm, MFU" in html
+    assert "not in this step&#x27;s metrics.jsonl: gradient norm" in html
+    assert "MFU: not shown, train_info.json does not record the device" in html
     assert re.search(r'href="\?logy=1">log</a>', html)
     logged = train_summary(fs, path, size, CurveOptions.from_query(None, None, logy="1"))
     assert "loss (log)" in logged and "tokens / s (log)" in logged
@@ -59,3 +66,67 @@ def test_a_constant_series_up_to_float_noise_draws_at_once(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = train_summary(fsspec.filesystem("file"), str(tmp_path / "metrics.jsonl"), 10_000, CurveOptions())
     assert 'class="plot lr-curve"' in html
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The training tests' reference run (40 steps of a tiny Llama on the CPU), trained once per process."""
+    return reference_run(tmp_path_factory.getbasetemp() / "training")
+
+
+def _hover_values(html: str, css: str, series: str) -> dict[int, float]:
+    chart = html.split(f'class="plot {css}"', 1)[1].split("</svg>", 1)[0]
+    found = re.findall(rf"<title>{re.escape(series)} @ (\d+): ([^<]+)</title>", chart)
+    return {int(x): float(y) for x, y in found}
+
+
+def test_a_real_training_logs_its_gradient_norm_and_the_page_draws_it_and_says_the_cpu_has_no_peak(trained):
+    lines = [json.loads(line) for line in (trained / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == list(range(40))
+    norms = [line["grad_norm"] for line in lines]
+    assert all(math.isfinite(n) and n > 0 for n in norms) and len(set(norms)) > 30
+    assert all(line["param_norm"] > 0 for line in lines)
+    info = json.loads((trained / "train_info.json").read_text())
+    assert info["device_kind"] == "cpu" and info["device_count"] >= 1
+    assert info["device_name"] is None and info["device_peak_flops_per_s"] is None
+    assert info["model_flops_per_token"] > 6 * info["parameter_count"] / 2
+    html = train_summary(fsspec.filesystem("file"), str(trained / "metrics.jsonl"), 1 << 20, CurveOptions())
+    drawn = _hover_values(html, "grad-norm-curve", "grad_norm")
+    assert drawn and all(abs(drawn[s] - norms[s]) <= 1e-4 * norms[s] for s in drawn)
+    assert "not in this step&#x27;s metrics.jsonl: gradient norm" not in html
+    assert 'class="plot mfu-curve"' not in html
+    assert "MFU: not shown, no peak FLOP/s is known for the device this run trained on (cpu)" in html
+    assert "achieved model FLOP/s, last step:" in html
+
+
+def test_mfu_is_the_achieved_model_flops_over_the_named_devices_peak(trained, tmp_path):
+    """The real run's files, with train_info.json saying what it would on four H100s (peak from cost.py)."""
+    from marin.training.cost import DEVICES, peak_flops_of_device_kind
+
+    copy = tmp_path / "train"
+    copy.mkdir()
+    shutil.copy(trained / "metrics.jsonl", copy / "metrics.jsonl")
+    info = json.loads((trained / "train_info.json").read_text())
+    name, peak = peak_flops_of_device_kind("NVIDIA H100 80GB HBM3")
+    assert (name, peak) == ("nvidia-h100", DEVICES["nvidia-h100"])
+    info.update(device_kind="NVIDIA H100 80GB HBM3", device_count=4, device_name=name, device_peak_flops_per_s=peak)
+    (copy / "train_info.json").write_text(json.dumps(info))
+    html = train_summary(fsspec.filesystem("file"), str(copy / "metrics.jsonl"), 1 << 20, CurveOptions())
+    drawn = _hover_values(html, "mfu-curve", "mfu")
+    lines = {line["step"]: line for line in map(json.loads, (copy / "metrics.jsonl").read_text().splitlines())}
+    assert len(drawn) >= 20
+    for step, mfu in drawn.items():
+        expected = info["model_flops_per_token"] * lines[step]["tokens_per_second"] / (4 * peak)
+        assert abs(mfu - expected) <= 1e-2 * expected  # the hover shows 3 significant digits
+    assert "MFU = model FLOP/s" in html and "4 x NVIDIA H100 80GB HBM3" in html
+
+
+def test_device_kinds_map_to_the_cost_tables_peaks_and_a_cpu_to_none():
+    from marin.training.cost import DEVICES, peak_flops_of_device_kind
+
+    assert peak_flops_of_device_kind("TPU v5 lite") == ("tpu-v5e", DEVICES["tpu-v5e"])
+    assert peak_flops_of_device_kind("TPU v5p") == ("tpu-v5p", DEVICES["tpu-v5p"])
+    assert peak_flops_of_device_kind("TPU v4") == ("tpu-v4", DEVICES["tpu-v4"])
+    assert peak_flops_of_device_kind("NVIDIA H200") == ("nvidia-h200", DEVICES["nvidia-h200"])
+    assert peak_flops_of_device_kind("cpu") == (None, None)
+    assert peak_flops_of_device_kind("Some Future Chip") == (None, None)

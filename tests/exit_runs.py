@@ -1,0 +1,57 @@
+"""A short process shaped like a training at its end: Levanter data loaders still prefetching, a jitted
+train step run, a result written, then exit. The repeated-run test (tests/test_clean_exit.py) runs it many
+times and wants exit code 0 every time.
+
+python -m tests.exit_runs OUT_FILE [--loaders K] [--without-hook]
+
+`--loaders K` leaves K loaders alive and busy at exit (a training leaves one or two: its train and
+evaluation loaders); `--without-hook` skips `prepare_levanter_process()`, so nothing stops the loaders'
+threads before the interpreter finalises (what every process did before marin stopped them at exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out")
+    parser.add_argument("--loaders", type=int, default=2)
+    parser.add_argument("--without-hook", action="store_true")
+    args = parser.parse_args()
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh
+    from levanter.data import DataLoader
+    from levanter.data.dataset import ListAsyncDataset
+
+    if not args.without_hook:
+        from marin.training.levanter_process import prepare_levanter_process
+
+        prepare_levanter_process()
+    mesh = Mesh(np.array(jax.devices()), ("data",))
+    rows = [np.arange(i, i + 64, dtype=np.int32) % 97 for i in range(4096)]
+    iterators = []
+    for _ in range(args.loaders):
+        loader = DataLoader(ListAsyncDataset(rows, is_complete=True), 4, mesh=mesh, axis_resources={"batch": "data"})
+        iterators.append(iter(loader))
+
+    @jax.jit
+    def train_step(w, batch):
+        x = jax.nn.one_hot(batch, 97).mean(axis=1)
+        grad = jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+        return w - 0.1 * grad, jnp.sqrt(jnp.sum(grad**2))
+
+    w = jnp.ones((97, 8))
+    for _ in range(3):
+        for iterator in iterators:
+            w, norm = train_step(w, next(iterator))
+    with open(args.out, "w") as f:
+        f.write(f"{float(norm):.6f}\n")
+
+
+if __name__ == "__main__":
+    main()
