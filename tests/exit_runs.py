@@ -2,11 +2,14 @@
 train step run, a result written, then exit. The repeated-run test (tests/test_clean_exit.py) runs it many
 times and wants exit code 0 every time.
 
-python -m tests.exit_runs OUT_FILE [--loaders K] [--without-hook]
+python -m tests.exit_runs OUT_FILE [--loaders K] [--stress T] [--without-hook]
 
 `--loaders K` leaves K loaders alive and busy at exit (a training leaves one or two: its train and
-evaluation loaders); `--without-hook` skips `prepare_levanter_process()`, so nothing stops the loaders'
-threads before the interpreter finalises (what every process did before marin stopped them at exit).
+evaluation loaders); `--stress T` adds T Levanter background iterators whose producers do nothing but make
+and drop jax arrays, so that at exit some thread is almost always inside an array's destructor (which
+lets go of the GIL), the state that aborts a finalising interpreter; `--without-hook` skips
+`prepare_levanter_process()`, so nothing stops those threads before the interpreter finalises (what every
+process did before marin stopped them at exit).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
     parser.add_argument("--loaders", type=int, default=2)
+    parser.add_argument("--stress", type=int, default=0)
     parser.add_argument("--without-hook", action="store_true")
     args = parser.parse_args()
 
@@ -27,6 +31,7 @@ def main() -> None:
     from jax.sharding import Mesh
     from levanter.data import DataLoader
     from levanter.data.dataset import ListAsyncDataset
+    from levanter.utils.background_iterable import BackgroundIterator
 
     if not args.without_hook:
         from marin.training.levanter_process import prepare_levanter_process
@@ -49,6 +54,15 @@ def main() -> None:
     for _ in range(3):
         for iterator in iterators:
             w, norm = train_step(w, next(iterator))
+
+    def churn():
+        yield 0
+        while True:
+            jnp.zeros((8,)) + 1
+
+    stressors = [BackgroundIterator(churn, max_capacity=1) for _ in range(args.stress)]
+    for stressor in stressors:
+        next(stressor)
     with open(args.out, "w") as f:
         f.write(f"{float(norm):.6f}\n")
 
