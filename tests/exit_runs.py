@@ -6,7 +6,7 @@ python -m tests.exit_runs OUT_FILE [--loaders K] [--stress T] [--without-hook]
 
 `--loaders K` leaves K loaders alive and busy at exit (a training leaves one or two: its train and
 evaluation loaders); `--stress T` adds T Levanter background iterators whose producers do nothing but make
-and drop jax arrays, so that at exit some thread is almost always inside an array's destructor (which
+and drop jax arrays (into unbounded queues, so they never wait), so that at exit some thread is almost always inside an array's destructor (which
 lets go of the GIL), the state that aborts a finalising interpreter; `--without-hook` skips
 `prepare_levanter_process()`, so nothing stops those threads before the interpreter finalises (what every
 process did before marin stopped them at exit).
@@ -56,11 +56,12 @@ def main() -> None:
             w, norm = train_step(w, next(iterator))
 
     def churn():
-        yield 0
         while True:
-            jnp.zeros((8,)) + 1
+            for _ in range(20):
+                jnp.zeros((8,)) + 1
+            yield 0
 
-    stressors = [BackgroundIterator(churn, max_capacity=1) for _ in range(args.stress)]
+    stressors = [BackgroundIterator(churn, max_capacity=None) for _ in range(args.stress)]
     for stressor in stressors:
         next(stressor)
     with open(args.out, "w") as f:

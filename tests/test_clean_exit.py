@@ -65,16 +65,35 @@ def _start(out: str, *extra: str) -> subprocess.Popen:
     )
 
 
+def _run_pairs(tmp_path, runs: int, *extra: str) -> list[tuple[int, str]]:
+    """(exit code, output) of `runs` processes of tests.exit_runs, two at a time; a run that exited 0
+    without writing its result counts as exit code None."""
+    results = []
+    for pair in range(runs // 2):
+        outs = [str(tmp_path / f"run-{pair}-{i}.txt") for i in range(2)]
+        procs = [_start(out, *extra) for out in outs]
+        for out, proc in zip(outs, procs, strict=True):
+            log = proc.communicate(timeout=600)[0]
+            code = proc.returncode if proc.returncode != 0 or os.path.exists(out) else None
+            results.append((code, log[-2000:]))
+    return results
+
+
 @pytest.mark.slow
 def test_thirty_short_training_processes_all_exit_with_code_zero(tmp_path):
     """30 processes (two at a time) that each import Levanter, run a jitted train step on batches from two
-    Levanter data loaders still prefetching at exit, write their result and exit: every exit code is 0."""
-    failures = []
-    for pair in range(RUNS // 2):
-        outs = [str(tmp_path / f"run-{pair}-{i}.txt") for i in range(2)]
-        procs = [_start(out) for out in outs]
-        for out, proc in zip(outs, procs, strict=True):
-            log = proc.communicate(timeout=600)[0]
-            if proc.returncode != 0 or not os.path.exists(out):
-                failures.append(f"{out}: exit code {proc.returncode}\n{log[-2000:]}")
+    Levanter data loaders still prefetching at exit, with eight more background iterators making and
+    dropping jax arrays as fast as they can, write their result and exit: every exit code is 0."""
+    results = _run_pairs(tmp_path, RUNS, "--stress", "8")
+    failures = [f"exit code {code}\n{log}" for code, log in results if code != 0]
     assert not failures, f"{len(failures)} of {RUNS} runs failed:\n" + "\n".join(failures)
+
+
+@pytest.mark.slow
+def test_without_the_exit_hook_the_same_process_aborts(tmp_path):
+    """The control: the processes above without `prepare_levanter_process()` abort at exit (SIGABRT,
+    "terminate called after throwing an instance of ''"), so the test above would see the defect."""
+    results = _run_pairs(tmp_path, 4, "--stress", "8", "--without-hook")
+    aborted = [log for code, log in results if code == -6]
+    assert aborted, [code for code, _ in results]
+    assert all("FATAL: exception not rethrown" in log for log in aborted)

@@ -97,7 +97,12 @@ def test_ctrl_c_in_a_mixed_auto_run_stops_the_ray_step_and_the_same_command_comp
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
     proc = start(prefix, started, release, "auto", "mixed")
-    wait_for_file(started)
+    deadline = time.monotonic() + 240
+    while not os.path.exists(started):
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended ({proc.returncode}) before its Ray step began:\n{proc.stdout.read()}")
+        assert time.monotonic() < deadline, f"{started} never appeared"
+        time.sleep(0.05)
     log, took = interrupt(proc)
     assert proc.returncode == 130, log
     assert took < 15, f"took {took:.1f} s to stop"
