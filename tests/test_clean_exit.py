@@ -80,6 +80,7 @@ def _run_pairs(tmp_path, runs: int, *extra: str) -> list[tuple[int, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 30 processes of about 12 s of CPU each (Levanter's imports), two at a time
 def test_thirty_short_training_processes_all_exit_with_code_zero(tmp_path):
     """30 processes (two at a time) that each import Levanter, run a jitted train step on batches from two
     Levanter data loaders still prefetching at exit, with eight more background iterators making and
