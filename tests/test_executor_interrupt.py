@@ -106,7 +106,6 @@ def test_ctrl_c_in_a_mixed_auto_run_stops_the_ray_step_and_the_same_command_comp
     log, took = interrupt(proc)
     assert proc.returncode == 130, log
     assert took < 15, f"took {took:.1f} s to stop"
-    print(f"Ctrl-C to exit: {took:.1f} s")
     executor = Executor(prefix, backend="local", experiment_name="interrupt")
     plain, on_ray = executor.plan(build_mixed(started, release)).values()
     assert read_text(join(plain, ".executor_status")) == "SUCCESS"
