@@ -59,7 +59,7 @@ FAST_IGNORE := $(addprefix --ignore=tests/,test_storage_buckets.py test_gang.py 
 	test_readme_commands.py test_mesh_layouts.py test_executor_buckets.py test_tutorial.py \
 	test_tutorial_summary.py test_executor_train_resume.py test_cluster.py test_rerun_chain.py \
 	test_train.py test_train_settled.py test_train_mixture.py test_train_logging.py test_eval.py \
-	test_eval_log.py test_reuse_tutorial.py test_executor_interrupt.py test_executor_leases.py \
+	test_eval_log.py test_reuse_tutorial.py test_browser_train_page_trained.py test_executor_interrupt.py test_executor_leases.py \
 	test_backend_auto.py test_shard_resume.py test_browser_research.py test_quality_experiment.py \
 	test_levanter_process.py test_clean_exit.py test_plan_cost.py test_executor_run.py \
 	test_isoflop.py test_harness.py test_checkpoints.py test_train_accelerator.py test_wandb_sync.py \

@@ -1,6 +1,9 @@
 """Two steps, the first looping until a file appears: a run to interrupt with Ctrl-C (SIGINT).
 
-python -m tests.interrupt_dag PREFIX STARTED_FILE RELEASE_FILE BACKEND
+python -m tests.interrupt_dag PREFIX STARTED_FILE RELEASE_FILE BACKEND [mixed]
+
+With `mixed`, the first step is plain (it declares no resources, so `auto` runs it as a thread of the
+driver) and the second, which loops, declares a CPU (so `auto` starts Ray for it and runs it as a Ray task).
 """
 
 from __future__ import annotations
@@ -10,7 +13,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, output_path_of, versioned
+from marin.execution import (
+    THIS_OUTPUT_PATH,
+    ExecutorStep,
+    ResourceConfig,
+    executor_main,
+    output_path_of,
+    versioned,
+)
 from marin.storage import join, read_bytes, write_bytes
 
 
@@ -50,6 +60,31 @@ def build(started: str, release: str) -> list[ExecutorStep]:
     return [first, second]
 
 
+@dataclass(frozen=True)
+class PlainConfig:
+    value: int = 0
+    """A versioned payload."""
+    output_path: str = THIS_OUTPUT_PATH
+    """This step's output folder."""
+
+
+def plain_step(config: PlainConfig) -> None:
+    """Writes `done.txt` at once."""
+    write_bytes(join(config.output_path, "done.txt"), f"{config.value}".encode())
+
+
+def build_mixed(started: str, release: str) -> list[ExecutorStep]:
+    first = ExecutorStep("interrupt/plain", plain_step, PlainConfig(value=versioned(1)))
+    second = ExecutorStep(
+        "interrupt/on-ray",
+        loop_step,
+        LoopConfig(started, release, value=versioned(2), input_path=output_path_of(first)),
+        resources=ResourceConfig(cpu=1),
+    )
+    return [first, second]
+
+
 if __name__ == "__main__":
     prefix, started, release, backend = sys.argv[1:5]
-    executor_main(build(started, release), argv=["--prefix", prefix, "--backend", backend], experiment_name="interrupt")
+    steps = build_mixed(started, release) if sys.argv[5:6] == ["mixed"] else build(started, release)
+    executor_main(steps, argv=["--prefix", prefix, "--backend", backend], experiment_name="interrupt")

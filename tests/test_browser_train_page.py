@@ -1,6 +1,7 @@
 """The train step's summary: both evaluations labelled for what they are, evaluations as points, throughput,
-a log-y toggle, and what metrics.jsonl lacks said so. Files written as the train and evaluation steps write
-them (marin/training/metrics.py, marin/evaluation/evaluate.py), read through the real local filesystem."""
+a log-y toggle, and what metrics.jsonl lacks said so, over files written as the train and evaluation steps
+write them (marin/training/metrics.py, marin/evaluation/evaluate.py), read through the real local filesystem.
+The gradient norm and MFU of a real training are in tests/test_browser_train_page_trained.py."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def test_in_training_evaluations_are_labelled_points_with_throughput_and_a_log_y
     assert 'polyline class="line' not in loss.split('data-series="eval_loss', 1)[1][:200]
     assert "first 4 batches of packed sequences" in html and "differ from these" in html
     assert 'class="plot lr-curve"' in html and 'class="plot throughput-curve"' in html
-    assert "not in this step&#x27;s metrics.jsonl: gradient norm, MFU" in html
+    assert "not in this step&#x27;s metrics.jsonl: gradient norm" in html
+    assert "MFU: not shown, train_info.json does not record the device" in html
     assert re.search(r'href="\?logy=1">log</a>', html)
     logged = train_summary(fs, path, size, CurveOptions.from_query(None, None, logy="1"))
     assert "loss (log)" in logged and "tokens / s (log)" in logged
@@ -59,3 +61,14 @@ def test_a_constant_series_up_to_float_noise_draws_at_once(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = train_summary(fsspec.filesystem("file"), str(tmp_path / "metrics.jsonl"), 10_000, CurveOptions())
     assert 'class="plot lr-curve"' in html
+
+
+def test_device_kinds_map_to_the_cost_tables_peaks_and_a_cpu_to_none():
+    from marin.training.cost import DEVICES, peak_flops_of_device_kind
+
+    assert peak_flops_of_device_kind("TPU v5 lite") == ("tpu-v5e", DEVICES["tpu-v5e"])
+    assert peak_flops_of_device_kind("TPU v5p") == ("tpu-v5p", DEVICES["tpu-v5p"])
+    assert peak_flops_of_device_kind("TPU v4") == ("tpu-v4", DEVICES["tpu-v4"])
+    assert peak_flops_of_device_kind("NVIDIA H200") == ("nvidia-h200", DEVICES["nvidia-h200"])
+    assert peak_flops_of_device_kind("cpu") == (None, None)
+    assert peak_flops_of_device_kind("Some Future Chip") == (None, None)

@@ -14,14 +14,14 @@ import pytest
 
 from marin.execution import Executor
 from marin.storage import join, read_bytes, read_text
-from tests.interrupt_dag import build
+from tests.interrupt_dag import build, build_mixed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start(prefix: str, started: str, release: str, backend: str) -> subprocess.Popen:
+def start(prefix: str, started: str, release: str, backend: str, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.interrupt_dag", prefix, started, release, backend],
+        [sys.executable, "-m", "tests.interrupt_dag", prefix, started, release, backend, *extra],
         cwd=REPO,
         env=dict(os.environ, PYTHONPATH=REPO, RAY_AUTH_MODE="disabled"),
         stdout=subprocess.PIPE,
@@ -88,3 +88,34 @@ def test_a_second_ctrl_c_still_ends_cleanly_with_the_runs_line(tmp_path):
     assert proc.returncode in (130, -signal.SIGINT), log
     assert "Segmentation fault" not in log and "Fatal Python error" not in log
     check_left_for_a_rerun(prefix, started, release, log)
+
+
+def test_ctrl_c_in_a_mixed_auto_run_stops_the_ray_step_and_the_same_command_completes_it(tmp_path, monkeypatch):
+    """`auto` ran the plain step as a thread, then started Ray for the step that declares a CPU: Ctrl-C while
+    that Ray task runs stops the driver (and its Ray) within seconds, leaves the plain step SUCCESS and the
+    interrupted one without a status, and the same command run again completes it."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
+    proc = start(prefix, started, release, "auto", "mixed")
+    deadline = time.monotonic() + 240
+    while not os.path.exists(started):
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended ({proc.returncode}) before its Ray step began:\n{proc.stdout.read()}")
+        assert time.monotonic() < deadline, f"{started} never appeared"
+        time.sleep(0.05)
+    log, took = interrupt(proc)
+    assert proc.returncode == 130, log
+    assert took < 15, f"took {took:.1f} s to stop"
+    executor = Executor(prefix, backend="local", experiment_name="interrupt")
+    plain, on_ray = executor.plan(build_mixed(started, release)).values()
+    assert read_text(join(plain, ".executor_status")) == "SUCCESS"
+    assert read_text(join(on_ray, ".executor_status")) is None, log
+    assert read_bytes(join(on_ray, ".executor_lease")) is None
+    assert "interrupted: 1 step(s) left unfinished (interrupt/on-ray-" in log, log
+    open(release, "w").close()
+    rerun = start(prefix, started, release, "auto", "mixed")
+    rerun_log = rerun.communicate(timeout=240)[0]
+    assert rerun.returncode == 0, rerun_log
+    assert read_text(join(on_ray, ".executor_status")) == "SUCCESS"
+    assert read_text(join(on_ray, "done.txt")) == "2 resumed=True"
+    assert open(started).read().splitlines() == ["2", "2"]

@@ -102,10 +102,6 @@ def _is_mfu(k: str) -> bool:
     return "mfu" in k.lower()
 
 
-def _has(rows: list[dict], want) -> bool:
-    return any(want(k) for row in rows for k in flatten(row))
-
-
 def _is_lr(k: str) -> bool:
     low = k.lower()
     return low == "lr" or low.endswith("/lr") or "learning_rate" in low
@@ -224,7 +220,8 @@ def train_summary(fs, full: str, size: int, options: CurveOptions | None = None)
     if not rows:
         return "".join(out) + note("metrics.jsonl has no rows yet")
     folder = full.rsplit("/", 1)[0]
-    parameters = _parameter_count(fs, folder)
+    info = _train_info(fs, folder)
+    parameters = _parameter_count(info)
     axis = options.x if options.x != "flops" or parameters else "step"
     options = CurveOptions(axis, options.smooth, options.loglog, options.log_y)
     xs = _x_values(rows, axis, parameters)
@@ -254,26 +251,75 @@ def train_summary(fs, full: str, size: int, options: CurveOptions | None = None)
     throughput = _chart(rows, xs, _is_throughput, options, "tokens / s", "plot throughput-curve", height=220)
     if throughput:
         out.append(throughput)
+    mfu, mfu_note = _mfu_chart(rows, xs, options, info)
+    if mfu:
+        out.append(mfu)
+    if mfu_note:
+        out.append(f'<p class="muted mfu-note">{esc(mfu_note)}</p>')
     grad = _chart(rows, xs, _is_grad_norm, options, "gradient norm", "plot grad-norm-curve", height=220)
     if grad:
         out.append(grad)
-    absent = [name for name, want in (("gradient norm", _is_grad_norm), ("MFU", _is_mfu)) if not _has(rows, want)]
-    if absent:
-        out.append(note(f"not in this step's metrics.jsonl: {', '.join(absent)}"))
+    else:
+        out.append(note("not in this step's metrics.jsonl: gradient norm"))
     last = flatten(rows[-1])
     items = [(k, fmt_num(v)) for k, v in last.items() if not isinstance(v, dict | list)]
     out.append("<h4>Last logged row</h4>" + kv_table(items[:24]))
     return "".join(out)
 
 
-def _parameter_count(fs, folder: str) -> float | None:
-    """The model's parameter count from the train step's `train_info.json`, when there is one."""
+def _train_info(fs, folder: str) -> dict:
+    """The train step's `train_info.json`; {} when there is none or it is not a JSON object."""
     try:
         info = json.loads(fs.cat_file(f"{folder}/train_info.json"))
     except (OSError, ValueError):
-        return None
-    value = info.get("parameter_count") if isinstance(info, dict) else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _positive(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
+
+
+def _parameter_count(info: dict) -> float | None:
+    """The model's parameter count from the train step's `train_info.json`, when there is one."""
+    return _positive(info.get("parameter_count"))
+
+
+def _mfu_chart(rows: list[dict], xs: list[float | None], options: CurveOptions, info: dict) -> tuple[str | None, str]:
+    """MFU per step: achieved model FLOP/s (`model_flops_per_token` x tokens/s) over the devices' peak
+    (`device_count` x `device_peak_flops_per_s`), all three from `train_info.json`; the line under it says how
+    it was computed, or why there is none (no peak known for the device, a CPU among them, or no record)."""
+    if any(_is_mfu(k) for row in rows for k in flatten(row)):
+        return _chart(rows, xs, _is_mfu, options, "MFU", "plot mfu-curve", height=220), "MFU as logged by the run."
+    per_token, peak, count = (
+        _positive(info.get(key)) for key in ("model_flops_per_token", "device_peak_flops_per_s", "device_count")
+    )
+    kind = info.get("device_kind")
+    if not kind or per_token is None:
+        return None, "MFU: not shown, train_info.json does not record the device or the model FLOPs per token."
+    if peak is None:
+        achieved = [
+            per_token * row["tokens_per_second"] for row in rows if _positive(row.get("tokens_per_second")) is not None
+        ]
+        rate = f" (achieved model FLOP/s, last step: {fmt_num(achieved[-1])})" if achieved else ""
+        return None, (
+            f"MFU: not shown, no peak FLOP/s is known for the device this run trained on ({kind}){rate}; "
+            "marin.training.cost names the devices whose peaks it knows (MARIN_DEVICE_PEAKS adds others)."
+        )
+    count = count or 1.0
+    derived = [
+        {"step": row.get("step"), "mfu": per_token * row["tokens_per_second"] / (peak * count)}
+        if _positive(row.get("tokens_per_second")) is not None
+        else {"step": row.get("step")}
+        for row in rows
+    ]
+    chart = _chart(derived, xs, _is_mfu, options, "MFU", "plot mfu-curve", height=220)
+    how = (
+        f"MFU = model FLOP/s ({fmt_num(per_token)} FLOPs per token x tokens/s) / peak "
+        f"({fmt_num(count)} x {kind}, {fmt_num(peak)} bf16 FLOP/s each)."
+    )
+    return chart, how if chart else f"MFU: no step of metrics.jsonl has tokens_per_second. {how}"
 
 
 def _max_eval_batches(fs, folder: str) -> int | None:

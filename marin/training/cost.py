@@ -242,3 +242,33 @@ def write_cost_record(output_path: str, record: dict) -> None:
     from marin.storage import write_text
 
     write_text(posixpath.join(output_path, COST_FILE), json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+_DEVICE_KINDS = (
+    ("tpu v6 lite", "tpu-v6e"),
+    ("tpu v6e", "tpu-v6e"),
+    ("tpu v5 lite", "tpu-v5e"),
+    ("tpu v5e", "tpu-v5e"),
+    ("tpu v5p", "tpu-v5p"),
+    ("tpu v5", "tpu-v5p"),
+    ("tpu v4", "tpu-v4"),
+    ("a100", "nvidia-a100"),
+    ("h100", "nvidia-h100"),
+    ("h200", "nvidia-h200"),
+    ("b200", "nvidia-b200"),
+)
+"""jax's `device_kind` strings (lower-cased substrings, most specific first) -> names in `DEVICES`."""
+
+
+def peak_flops_of_device_kind(
+    device_kind: str, settings: CostSettings | None = None
+) -> tuple[str | None, float | None]:
+    """(name in the table, peak bf16 FLOP/s) of a jax device kind ("NVIDIA H100 80GB HBM3", "TPU v5 lite");
+    (None, None) for a kind the table does not name, a CPU among them (the table's `cpu-core` is an order of
+    magnitude for estimates, not a peak to measure a run against)."""
+    devices = (settings or CostSettings.from_env()).devices
+    low = device_kind.lower()
+    if low in devices:
+        return low, devices[low]
+    name = next((name for key, name in _DEVICE_KINDS if key in low), None)
+    return (name, devices[name]) if name in devices else (None, None)

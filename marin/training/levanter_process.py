@@ -24,7 +24,15 @@ Two things Levanter does are process-wide:
   rethrown", SIGABRT) after the step has written SUCCESS. Every such iterator is recorded here and
   `stop_background_iterators()` stops and joins them at exit (atexit runs before the interpreter
   finalises, while daemon threads still run; not earlier, since another step of the process may be
-  reading through its own loaders).
+  reading through its own loaders). The hook is registered after jax's own exit hook, so it runs first
+  (atexit runs last-registered first): the loaders stop before jax clears its backends and shuts
+  `jax.distributed` down.
+- Levanter's checkpointer commits each checkpoint in a thread of jax's and deletes the time-based
+  (temporary) checkpoint a newer one replaces in a daemon thread of its own, and its trainer never waits
+  for either. Every checkpointer is recorded here too, and the train step calls
+  `wait_for_checkpointers()` when Levanter's loop returns, before it writes `train_info.json`, so that no
+  commit is still running (and none of its errors is lost) and no deletion is left half done in a step
+  that then ends SUCCESS.
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ _done = False
 logger = logging.getLogger(__name__)
 _iterators: weakref.WeakSet = weakref.WeakSet()
 """Levanter's live background iterators, whose threads must end before the interpreter finalises."""
+_checkpointers: weakref.WeakSet = weakref.WeakSet()
+"""Levanter's live checkpointers (each one's deletion thread keeps it alive)."""
 STOP_TIMEOUT_S = 30.0
 MACHINE_LOCK = os.path.join(tempfile.gettempdir(), f"marin-hf-download-{os.getuid()}.lock")
 
@@ -89,6 +99,7 @@ def prepare_levanter_process() -> None:
 
         hf_checkpoints._patch_hf_hub_download = _patch_hf_hub_download
         _track_background_iterators()
+        _track_checkpointers()
         atexit.register(stop_background_iterators)
         _done = True
 
@@ -103,6 +114,31 @@ def _track_background_iterators() -> None:
         _iterators.add(self)
 
     BackgroundIterator.__init__ = __init__
+
+
+def _track_checkpointers() -> None:
+    from levanter.checkpoint import Checkpointer
+
+    original_init = Checkpointer.__init__
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        _checkpointers.add(self)
+
+    Checkpointer.__init__ = __init__
+
+
+def live_checkpointers() -> set:
+    """The Levanter checkpointers alive now (to tell a training's own from those made before it)."""
+    return set(_checkpointers)
+
+
+def wait_for_checkpointers(exclude: set = frozenset()) -> None:
+    """Waits for every live Levanter checkpointer not in `exclude`: its commit thread joined (a commit's
+    error raised here) and its queue of checkpoints to delete emptied."""
+    for checkpointer in list(_checkpointers):
+        if checkpointer not in exclude:
+            checkpointer.wait_until_finished()
 
 
 def stop_background_iterators(timeout_s: float = STOP_TIMEOUT_S) -> None:

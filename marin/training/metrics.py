@@ -1,16 +1,18 @@
 """`metrics.jsonl`: one line per training step, written by a Levanter tracker into the step's folder.
 
 Levanter reports a step's numbers in several calls; the line is appended when the loss arrives (so it is on
-disk before the step's checkpoint, started by the hooks that run after it, can be committed); evaluation
-results that come later rewrite the file at once, timings are added when it is rewritten at the end (a
-killed run's lines lack them); `tokens` is computed
-(`tokens_per_step * (step + 1)`), not read from Levanter's throughput log. Each line holds `step`
-(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `tokens_per_second` and `duration_s` (of the
-step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training,
-when the step's first figure arrived), and
-`eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps, and
-`harness/<task>/<metric>` on the steps an in-training lm-eval hook scored (`TrainConfig.harness_tasks`). Only the timing fields
-vary between two runs with one seed.
+disk before the step's checkpoint, started by the hooks that run after it, can be committed); figures that
+come later (the gradient and parameter norms, evaluation results) are written at once: a local file's last
+line is rewritten where it stands (one write, however long the file), other files are rewritten whole.
+Timings are added when the file is rewritten at the end (a killed run's lines lack them); `tokens` is
+computed (`tokens_per_step * (step + 1)`), not read from Levanter's throughput log. Each line holds `step`
+(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `grad_norm` and `param_norm` (the
+global L2 norms of the step's gradient, before clipping, and of the parameters: marin asks Levanter's watch
+callback for both totals every step), `tokens_per_second` and `duration_s` (of the step's computation),
+`elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training, when the step's
+first figure arrived), and `eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps,
+and `harness/<task>/<metric>` on the steps an in-training lm-eval hook scored (`TrainConfig.harness_tasks`).
+Only the timing fields vary between two runs with one seed.
 
 A run resumed from a checkpoint repeats the steps after that checkpoint: when a step arrives, every line
 from that step on is dropped first, so the file always reads as one uninterrupted run. Local files are
@@ -41,6 +43,8 @@ _FIELDS = {
     "optim/learning_rate": "lr",
     "throughput/tokens_per_second": "tokens_per_second",
     "throughput/duration": "duration_s",
+    "grad/norm/total": "grad_norm",
+    "params/norm/total": "param_norm",
 }
 TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
 
@@ -89,6 +93,8 @@ class MetricsJsonlTracker(Tracker):
             with self.fs.open(self.plain, "r") as f:
                 self.lines = [json.loads(line) for line in f if line.strip()]
         self.pending: dict[str, Any] | None = None
+        self.last_line_at: int | None = None
+        """Where the last line of a local file begins, when this tracker appended it (so it can be redone)."""
         self.truncated = False
         self.last_flush = self.started = time.monotonic()
         self.started_cpu = time.process_time()
@@ -106,6 +112,17 @@ class MetricsJsonlTracker(Tracker):
         with self.fs.open(self.plain, "w") as f:
             f.writelines(json.dumps(line, sort_keys=True) + "\n" for line in self.lines)
         self.last_flush = time.monotonic()
+        self.last_line_at = None
+
+    def _rewrite_last_line(self) -> None:
+        """The last line again, with what arrived since: one write at its offset, not the whole file."""
+        data = (json.dumps(self.lines[-1], sort_keys=True) + "\n").encode()
+        fd = os.open(self.plain, os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, self.last_line_at)
+            os.ftruncate(fd, self.last_line_at + len(data))
+        finally:
+            os.close(fd)
 
     def _emit(self) -> None:
         if self.pending is None:
@@ -113,8 +130,9 @@ class MetricsJsonlTracker(Tracker):
         line, self.pending = self.pending, None
         self.lines.append(line)
         if self.local:
-            with self.fs.open(self.plain, "a") as f:
-                f.write(json.dumps(line, sort_keys=True) + "\n")
+            with open(self.plain, "ab") as f:
+                self.last_line_at = f.tell()
+                f.write((json.dumps(line, sort_keys=True) + "\n").encode())
         elif time.monotonic() - self.last_flush >= self.remote_flush_s:
             self._rewrite()
 
@@ -135,6 +153,8 @@ class MetricsJsonlTracker(Tracker):
             self.lines[-1].update(picked)
             if set(picked) <= set(TIMING_FIELDS):
                 self.dirty = True
+            elif self.local and self.last_line_at is not None:
+                self._rewrite_last_line()
             else:
                 self._rewrite()
             return

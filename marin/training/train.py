@@ -44,7 +44,7 @@ from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.cost import CostSettings
-from marin.training.levanter_process import prepare_levanter_process
+from marin.training.levanter_process import live_checkpointers, prepare_levanter_process, wait_for_checkpointers
 from marin.training.model_io import export_hf, levanter_llama
 from marin.training.wandb_sync import WandbSync, live_wandb_dir
 
@@ -180,6 +180,7 @@ def levanter_data_config(config: TrainConfig, tokenizer: str):
 def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: str):
     """The `TrainLmConfig` marin runs; the benchmark runs the same object through `train_lm` directly."""
     import jmp
+    from levanter.callbacks.watch import WatchConfig
     from levanter.checkpoint import CheckpointerConfig
     from levanter.distributed import RayConfig
     from levanter.main.train_lm import TrainLmConfig
@@ -228,6 +229,7 @@ def levanter_config(config: TrainConfig, tokenizer: str, parent: dict, run_id: s
         ray=RayConfig(auto_start_cluster=False),
         distributed=distributed.levanter_distributed_config(),
         require_accelerator=config.require_accelerator,
+        watch=WatchConfig(watch_targets=["grads", "params"], include_per_parameter_norms=False, interval=1),
     )
     optimizer = AdamConfig(
         learning_rate=o.learning_rate,
@@ -412,8 +414,10 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
             try:
                 lev_config = levanter_config(config, tokenizer, parent, run_id)
                 around = during_training(config, lev_config) if during_training else contextlib.nullcontext(lev_config)
+                earlier = live_checkpointers()
                 with around as run_config:
                     train_lm.main(run_config)
+                wait_for_checkpointers(exclude=earlier)
             finally:
                 if config.wandb_mode != "disabled":
                     _stop_wandb(env["WANDB_DIR"])
@@ -523,6 +527,26 @@ def _write_train_info(
             "parent": config.initialize_from,
             "total_tokens_including_parents": tokens
             + (parent.get("total_tokens_including_parents", 0) if parent else 0),
+            **_device_info(config, vocab_size),
         },
     )
     return vocab_size
+
+
+def _device_info(config: TrainConfig, vocab_size: int) -> dict:
+    """What the browser needs for MFU: the devices the run trains on, their peak bf16 FLOP/s when the table
+    of marin.training.cost names them (None on a CPU, whose peak is not known), and the model FLOPs of one
+    training token (3 forward passes, counted as cost.py counts them)."""
+    import jax
+
+    from marin.training.cost import peak_flops_of_device_kind, training_flops
+
+    kind = jax.devices()[0].device_kind
+    name, peak = peak_flops_of_device_kind(kind)
+    return {
+        "device_kind": kind,
+        "device_count": jax.device_count(),
+        "device_name": name,
+        "device_peak_flops_per_s": peak,
+        "model_flops_per_token": training_flops(config.model, vocab_size, 1)["flops_per_token"],
+    }
