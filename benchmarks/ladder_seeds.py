@@ -39,13 +39,16 @@ def run_seed(ladder: str, seed: int, prefix: str) -> dict:
     if ladder == "tiny":
         check_step = tiny_ladder.build(seed=seed).target.check
     else:
-        check_step = isoflop_ladder.target_of(prefix, seed=seed).check
+        target = isoflop_ladder.target_of(prefix, seed=seed)
+        if target is None:
+            raise SystemExit(f"seed {seed}: the isoFLOP forecast in {prefix} chose no target (see its notes)")
+        check_step = target.check
     check = json.loads(read_text(join(Executor(prefix).plan([check_step])[check_step], "check.json")))
-    low, high = check["interval"]
+    low, high = check["interval"] or (float("nan"), float("nan"))
     return {
         "seed": seed,
         "forecast": check["forecast"],
-        "interval": [low, high],
+        "interval": check["interval"],
         "interval_fraction": (high - low) / check["forecast"],
         "measured": check["measured"],
         "relative_error": check["relative_error"],
