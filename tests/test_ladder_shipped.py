@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_largest():
     from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
-    from experiments.tutorial.tiny_ladder import VOCAB_SIZE, build
+    from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, VOCAB_SIZE, build
 
     ladder = build()
     assert len(ladder.trains) == len(ladder.evaluations) == 6
@@ -38,8 +38,8 @@ def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_
     for trained in [*ladder.trains, ladder.target.train]:
         c = trained.config
         assert c.epochs == 0 and c.num_train_steps * c.train_batch_size <= sequences, trained.name
-        n = c.model.parameter_count(VOCAB_SIZE)
-        assert (c.num_train_steps - 1) * 2048 < 4 * n <= c.num_train_steps * 2048, trained.name
+        n, per_step = c.model.parameter_count(VOCAB_SIZE), c.train_batch_size * c.model.seq_len
+        assert (c.num_train_steps - 1) * per_step < TOKENS_PER_PARAM * n <= c.num_train_steps * per_step, trained.name
     target = ladder.forecast.config.target_flops
     assert target == flops(ladder.target.train) >= 5 * max(flops(t) for t in ladder.trains)
     check = ladder.target.check.config

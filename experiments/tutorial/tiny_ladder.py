@@ -36,6 +36,8 @@ VOCAB_SIZE = 1024
 SIZES = (16, 20, 24, 32, 40, 48)
 TARGET = 88
 TOKENS_PER_PARAM = 4
+BATCH = 16
+"""Sequences of 128 tokens per step."""
 
 
 def build(
@@ -45,6 +47,7 @@ def build(
     train_tokens: int | None = None,
     target: int | None = TARGET,
     seed: int = 0,
+    train_batch_size: int = BATCH,
 ):
     """The ladder (its `target` the run to check); `train_tokens` (checked against each rung and the
     target) defaults to the whole corpus's TRAIN_TOKENS."""
@@ -58,7 +61,7 @@ def build(
         vocab_size=VOCAB_SIZE,
         tokens_per_param=tokens_per_param,
         seq_len=128,
-        train_batch_size=16,
+        train_batch_size=train_batch_size,
         optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
         tokenizer=data["tokenizer"],
         train_tokens=train_tokens,
