@@ -17,14 +17,15 @@ from typing import Any
 
 from experiments.defaults_training import (
     StepOrPath,
+    TargetRun,
     _datasets,
+    check_step,
     default_eval,
     default_train,
     ladder_model,
     ladder_rung,
     rung_epochs,
 )
-from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
 from marin.execution import ExecutorStep, ResourceConfig, output_path_of
@@ -98,14 +99,18 @@ def isoflop_ladder(
     max_eval_documents: int | None = None,
     seed: int = 0,
     samples: int = 200,
+    confidence: float = 0.95,
+    target_widths: list[int | LlamaModelConfig] | None = None,
     resources: ResourceConfig | None = None,
     train_tokens: int | None = None,
     max_epochs: int = 8,
     **train_options: Any,
 ) -> IsoflopLadder:
     """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
-    at `target_flops` (default: 10x the largest budget), choosing among the ladder's own model shapes
-    (and wider ones, up to 4x the largest width) for the target's configuration. With `train_tokens` (the
+    at `target_flops` (default: 10x the largest budget), choosing among `target_widths` (default: the
+    ladder's own model shapes and wider ones, up to 4x the largest width) for the target's configuration,
+    with a `confidence` bootstrap interval (4+ widths per budget: with 3 the parabolas fit exactly and
+    there is none). With `train_tokens` (the
     training split's size) every rung is checked against the data when it is defined: one that needs more
     than one pass sets `epochs`, one that needs more than `max_epochs` is an error naming it (`rung_epochs`);
     the target run is checked the same way when `forecast_target` declares it."""
@@ -139,7 +144,10 @@ def isoflop_ladder(
             rung_budgets.append(float(budget))
     target = float(target_flops if target_flops is not None else 10 * max(budgets))
     largest = max(m.hidden_dim for m in models)
-    candidates = [*models, *(ladder_model(w, seq_len) for w in (2 * largest, 3 * largest, 4 * largest))]
+    if target_widths is None:
+        candidates = [*models, *(ladder_model(w, seq_len) for w in (2 * largest, 3 * largest, 4 * largest))]
+    else:
+        candidates = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in target_widths]
     forecast = ExecutorStep(
         name=f"forecast/{name}",
         fn=isoflop_forecast,
@@ -152,6 +160,7 @@ def isoflop_ladder(
             tokens_per_step=tokens_per_step,
             samples=samples,
             seed=seed,
+            confidence=confidence,
         ),
         description=f"isoFLOP forecast {name}: {len(budgets)} budgets x {len(models)} sizes, target {target:.3g}",
     )
@@ -174,13 +183,6 @@ def read_forecast(forecast_output: str) -> dict | None:
     """The forecast step's `forecast.json`, or None before it has run."""
     text = read_text(join(forecast_output, "forecast.json"))
     return json.loads(text) if text is not None else None
-
-
-@dataclasses.dataclass(frozen=True)
-class TargetRun:
-    train: ExecutorStep
-    evaluation: ExecutorStep
-    check: ExecutorStep
 
 
 def forecast_target(
@@ -213,17 +215,7 @@ def forecast_target(
         **{**({"epochs": epochs} if epochs else {}), **s["options"], **train_options},
     )
     evaluation = default_eval(f"{name}/target", trained, s["held_out"], max_documents=s["max_eval_documents"])
-    check = ExecutorStep(
-        name=f"forecast/{name}/check",
-        fn=forecast_check,
-        config=ForecastCheckConfig(
-            forecast=output_path_of(ladder.forecast),
-            evaluation=output_path_of(evaluation),
-            train=output_path_of(trained),
-        ),
-        description=f"forecast {name}: forecast against the measured loss of the target run",
-    )
-    return TargetRun(trained, evaluation, check)
+    return TargetRun(trained, evaluation, check_step(name, ladder.forecast, trained, evaluation))
 
 
-__all__ = ["default_harness", "forecast_target", "isoflop_ladder", "read_forecast"]
+__all__ = ["TargetRun", "default_harness", "forecast_target", "isoflop_ladder", "read_forecast"]

@@ -21,6 +21,7 @@ from typing import Any
 
 from marin.evaluation.evaluate import EvalConfig, evaluate
 from marin.evaluation.forecast import ForecastConfig, forecast
+from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness_hook import train_with_harness
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of
 from marin.stepkit.config import checked
@@ -175,12 +176,39 @@ def rung_steps(model: LlamaModelConfig, vocab_size: int, tokens_per_param: float
 
 
 @dataclasses.dataclass(frozen=True)
+class TargetRun:
+    """The run a forecast is about: its train and evaluate steps, and the check of forecast against measurement."""
+
+    train: ExecutorStep
+    evaluation: ExecutorStep
+    check: ExecutorStep
+
+
+def check_step(name: str, forecast_step: ExecutorStep, trained: ExecutorStep, evaluation: ExecutorStep) -> ExecutorStep:
+    """The step `forecast/<name>/check`: `check.json`, refusing a forecast written after `trained` started."""
+    return ExecutorStep(
+        name=f"forecast/{name}/check",
+        fn=forecast_check,
+        config=ForecastCheckConfig(
+            forecast=output_path_of(forecast_step),
+            evaluation=output_path_of(evaluation),
+            train=output_path_of(trained),
+        ),
+        description=f"forecast {name}: forecast against the measured loss of the target run",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class Ladder:
-    """The steps of a scaling ladder: one train and one evaluate step per rung, and the forecast."""
+    """The steps of a scaling ladder: one train and one evaluate step per rung, the forecast, and (when the
+    ladder names its target) the target run with its check."""
 
     trains: list[ExecutorStep]
     evaluations: list[ExecutorStep]
     forecast: ExecutorStep
+    target: TargetRun | None = None
+    """The forecast run, declared with the ladder but run only after the forecast (its check refuses a
+    forecast written after the target started): run `forecast` first, then `target.check`."""
 
     @property
     def steps(self) -> list[ExecutorStep]:
@@ -213,6 +241,7 @@ def scaling_ladder(
     optimizer: OptimizerConfig = OptimizerConfig(),
     eval_datasets: dict[str, StepOrPath] | None = None,
     target_flops: float | None = None,
+    target: int | LlamaModelConfig | None = None,
     seed: int = 0,
     max_eval_documents: int | None = None,
     resources: ResourceConfig | None = None,
@@ -223,6 +252,11 @@ def scaling_ladder(
     """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
     `target_flops` (default: 10x the largest rung) from loss(C) = a·C^(−b) + c with C = 6·N·D.
 
+    `target` (a width or a model config) names the run to forecast: it is trained like the rungs, at
+    `tokens_per_param`, its compute is the forecast's `target_flops` (so `target_flops` must not be given
+    too), and `ladder.target` holds its train and evaluate steps and the check (`check.json`), to run once
+    the forecast exists.
+
     `sizes` are widths (see `ladder_model`) or full model configs; `vocab_size` is the tokenizer's (it sets
     N, hence each rung's steps, when the experiment is defined, before any tokenizer exists).
     `train_tokens` (the training split's size, `train_tokens_of(tokenized output)`) lets each rung be checked
@@ -231,14 +265,14 @@ def scaling_ladder(
     """
     if len(sizes) < 3:
         raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
+    if target is not None and target_flops is not None:
+        raise ValueError(f"scaling_ladder {name!r}: give target (the run, whose compute is forecast) or target_flops")
     models = [s if isinstance(s, LlamaModelConfig) else ladder_model(s, seq_len) for s in sizes]
     tokens_per_step = train_batch_size * seq_len
     held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
-    trains, evaluations, flops = [], [], []
-    for model in models:
-        rung = f"{name}/d{model.hidden_dim}-l{model.num_layers}"
+
+    def run(rung: str, model: LlamaModelConfig) -> tuple[ExecutorStep, ExecutorStep, float]:
         steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
-        flops.append(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
         epochs = rung_epochs(rung, steps, train_batch_size, seq_len, train_tokens, max_epochs)
         trained, evaluation = ladder_rung(
             rung,
@@ -254,8 +288,18 @@ def scaling_ladder(
             **({"epochs": epochs} if epochs else {}),
             **train_options,
         )
+        return trained, evaluation, float(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
+
+    trains, evaluations, flops = [], [], []
+    for model in models:
+        trained, evaluation, rung_flops = run(f"{name}/d{model.hidden_dim}-l{model.num_layers}", model)
         trains.append(trained)
         evaluations.append(evaluation)
+        flops.append(rung_flops)
+    target_steps = None
+    if target is not None:
+        target_model = target if isinstance(target, LlamaModelConfig) else ladder_model(target, seq_len)
+        *target_steps, target_flops = run(f"{name}/target", target_model)
     target = target_flops if target_flops is not None else 10 * max(flops)
     forecast_step = ExecutorStep(
         name=f"forecast/{name}",
@@ -266,4 +310,8 @@ def scaling_ladder(
         ),
         description=f"forecast {name}: fit loss(C) over {len(models)} rungs, predict at {target:.3g} FLOPs",
     )
-    return Ladder(trains, evaluations, forecast_step)
+    target_run = None
+    if target_steps is not None:
+        trained, evaluation = target_steps
+        target_run = TargetRun(trained, evaluation, check_step(name, forecast_step, trained, evaluation))
+    return Ladder(trains, evaluations, forecast_step, target_run)

@@ -1,7 +1,7 @@
 """The tutorial's DAGs as a researcher sees them: real headless Chromium at 1400x1000, geometry asserted.
 
-The records are the ones the executor writes for `tiny_lm.py` (8 steps) and `tiny_ladder.py` (15 steps,
-four rungs): planned by the real executor, nothing run (every step reads "not started"), which is all the
+The records are the ones the executor writes for `tiny_lm.py` (8 steps) and `tiny_ladder.py` (19 steps,
+six rungs): planned by the real executor, nothing run (every step reads "not started"), which is all the
 DAG needs. Screenshots land in test-artifacts/browser/dag-*.png.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 import uuid
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from marin.execution.records import run_provenance, utc_now
 from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = {"tiny_lm": 8, "tiny_ladder": 15}
+SCRIPTS = {"tiny_lm": 8, "tiny_ladder": 19}
 
 
 def write_planned_record(script: Path, prefix: str) -> None:
@@ -34,11 +35,13 @@ def write_planned_record(script: Path, prefix: str) -> None:
         captured.update(steps=steps, description=description)
         return {}
 
-    previous = capture_steps(hook)
+    previous, argv = capture_steps(hook), sys.argv
+    sys.argv = [str(script), "--prefix", prefix]
     try:
         runpy.run_path(str(script), run_name="__main__")
     finally:
         capture_steps(previous)
+        sys.argv = argv
     executor = Executor(prefix, backend="local", experiment_name=script.stem, description=captured["description"])
     plan = plan_steps(captured["steps"], executor.prefix)
     run = run_provenance(plan, utc_now(), uuid.uuid4().hex, store=False)

@@ -1,8 +1,9 @@
 """A ladder asks the data for what its rungs need when it is defined, before anything trains.
 
-The shipped isoFLOP ladder's smallest models at its larger budgets need more sequences than the
-training split of the plays holds: they get the passes they need as `epochs` (versioned), and a rung that
-would need more than `max_epochs` is an error naming it. These build steps only; nothing runs.
+An isoFLOP ladder over the plays whose smallest models at its larger budgets need more sequences than the
+training split holds (the tutorial's earlier ladder: widths 16, 32, 64 at 2e11, 5e11 and 1.2e12 FLOPs):
+they get the passes they need as `epochs` (versioned), and a rung that would need more than `max_epochs`
+is an error naming it. These build steps only; nothing runs.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ import json
 
 import pytest
 
+from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
 
-def test_the_shipped_isoflop_ladder_gives_the_rungs_that_need_a_second_pass_their_epochs():
-    from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS, build
 
+def build(train_tokens: int = TRAIN_TOKENS):
+    from experiments.tutorial.isoflop_ladder import build as build_tutorial
+
+    return build_tutorial(budgets=(2e11, 5e11, 1.2e12), widths=(16, 32, 64), train_tokens=train_tokens)
+
+
+def test_an_isoflop_ladder_gives_the_rungs_that_need_a_second_pass_their_epochs():
     _, ladder = build()
     sequences = TRAIN_TOKENS // 128
     for trained in ladder.trains:
@@ -29,7 +36,6 @@ def test_the_shipped_isoflop_ladder_gives_the_rungs_that_need_a_second_pass_thei
 
 
 def test_epochs_enter_the_hash_only_where_a_rung_needs_them():
-    from experiments.tutorial.isoflop_ladder import build
     from marin.execution import Executor
 
     _, known = build()

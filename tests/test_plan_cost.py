@@ -90,7 +90,7 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
         m = re.match(r"\s+run\s+(checkpoints/\S+)-[0-9a-f]{8}\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+1 cpu-core\s+(\S+)$", line)
         if m:
             rows[m[1]] = (float(m[2]), float(m[3]), float(m[4]))
-    assert len(rows) == len(ladder.trains) == 9
+    assert len(rows) == len(ladder.trains) == 12
     total = 0.0
     for trained in ladder.trains:
         flops, six_nd, hours = rows[trained.name]
@@ -100,7 +100,7 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
         assert six_nd == pytest.approx(6 * c.model.parameter_count(VOCAB_SIZE) * tokens, rel=0.01)
         assert hours > 0
         total += flops
-    m = re.search(r"total, what would run \(9 train, 9 evaluate\): FLOPs (\S+), (\S+) estimated device-hours", out)
+    m = re.search(r"total, what would run \(12 train, 12 evaluate\): FLOPs (\S+), (\S+) estimated device-hours", out)
     assert m and float(m[1]) >= total * 0.999 and float(m[2]) > 0
     assert "MFU 0.40" in out and "cpu-core 5e+10 FLOP/s" in out
 
@@ -109,5 +109,5 @@ def test_marin_plan_of_the_loss_law_ladder_runs_as_its_docstring_says_and_costs_
     result = marin("plan", "experiments/tutorial/tiny_ladder.py", "--prefix", str(tmp_path / "lab"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert re.search(
-        r"total, what would run \(4 train, 4 evaluate\): FLOPs \S+, \S+ estimated device-hours", result.stdout
+        r"total, what would run \(6 train, 6 evaluate\): FLOPs \S+, \S+ estimated device-hours", result.stdout
     )

@@ -1,10 +1,12 @@
 """An isoFLOP ladder on the tutorial's data: which model size a budget should buy, checked by training it.
 
-Three tiny Llamas (widths 16, 32, 64) are trained at each of three compute budgets (D = C / 6N tokens),
+Four tiny Llamas (widths 16, 24, 32, 48) are trained at each of three compute budgets (D = C / 6N tokens),
 each is evaluated on the held-out split, and the forecast step fits each budget's loss against ln N
 with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as power laws and
-predicts the configuration and loss for a target budget ten times the largest (`forecast.json`,
-`forecast.png`). The data steps are the tutorial's (same hashes: after `make run` they do not run again).
+predicts the configuration and loss for a target budget five times the largest, with a 95 % bootstrap
+interval (four sizes per budget leave the parabolas residuals to resample; `forecast.json`,
+`forecast.png`). Every rung reads the training split at most once. The data steps are the tutorial's
+(same hashes: after `make run` they do not run again); docs/evaluation.md says how the ladder was chosen.
 
 Run it twice. The first run trains the ladder and writes the forecast. The second finds the forecast,
 declares the run it configured (the chosen model, trained for the chosen steps), trains and evaluates
@@ -33,11 +35,21 @@ TRAIN_TOKENS = 1_892_256
 """Tokens in the training split of all 38 plays with the tutorial's 1024-token BPE (its tokenize step's
 `stats.json`): each rung's need is checked against it when the ladder is defined (a rung needing a second
 pass sets `epochs`). After the tokenize step has run, the script uses the figure it measured instead."""
-BUDGETS = (2e11, 5e11, 1.2e12)
-WIDTHS = (16, 32, 64)
+BUDGETS = (1e11, 2.2e11, 4.6e11)
+WIDTHS = (16, 24, 32, 48)
+TARGET_FLOPS = 5 * BUDGETS[-1]
+TARGET_WIDTHS = (16, 20, 24, 32, 40, 48, 56, 64, 80, 96)
+"""The shapes the forecast chooses the target's model from (the one nearest N_opt)."""
 
 
-def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS, train_tokens: int | None = None):
+def build(
+    plays: tuple[str, ...] = (),
+    budgets=BUDGETS,
+    widths=WIDTHS,
+    train_tokens: int | None = None,
+    target_flops: float | None = TARGET_FLOPS,
+    seed: int = 0,
+):
     """The ladder; `train_tokens` defaults to TRAIN_TOKENS for the whole corpus (unknown for a subset)."""
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
     if train_tokens is None and not plays:
@@ -53,29 +65,52 @@ def build(plays: tuple[str, ...] = (), budgets=BUDGETS, widths=WIDTHS, train_tok
         optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
         tokenizer=data["tokenizer"],
         train_tokens=train_tokens,
+        target_flops=target_flops,
+        target_widths=list(TARGET_WIDTHS),
+        seed=seed,
     )
     return data, ladder
 
 
-if __name__ == "__main__":
-    prefix = resolve_prefix(parse_main_args(sys.argv[1:]).prefix)
-    data, ladder = build()
+def planned(prefix: str, **settings):
+    """The data steps and the ladder, with the training split's size measured once the tokenize step ran."""
+    data, ladder = build(**settings)
     measured = train_tokens_of(Executor(prefix).plan([data["tokenized"]])[data["tokenized"]])
     if measured is not None and measured != TRAIN_TOKENS:
-        data, ladder = build(train_tokens=measured)
-    forecast_path = Executor(prefix).plan([ladder.forecast])[ladder.forecast]
-    forecast = read_forecast(forecast_path)
+        data, ladder = build(train_tokens=measured, **settings)
+    return data, ladder
+
+
+def target_of(prefix: str, **settings):
+    """The target run the forecast in `prefix` chose (train, evaluate, check), or None before a usable forecast."""
+    data, ladder = planned(prefix, **settings)
+    forecast = read_forecast(Executor(prefix).plan([ladder.forecast])[ladder.forecast])
     if forecast is None or not forecast.get("constrained"):
-        outputs = executor_main(steps=[ladder.forecast], description="Tiny isoFLOP ladder and its forecast")
+        return None
+    return forecast_target("tiny-shakespeare-isoflop", ladder, data["tokenized"], forecast)
+
+
+def main(argv: list[str], **settings) -> None:
+    """First run: the ladder and its forecast. Once a usable forecast exists: the target, its tasks, the check."""
+    prefix = resolve_prefix(parse_main_args(argv).prefix)
+    data, ladder = planned(prefix, **settings)
+    target = target_of(prefix, **settings)
+    if target is None:
+        outputs = executor_main(steps=[ladder.forecast], description="Tiny isoFLOP ladder and its forecast", argv=argv)
         if outputs:
             print(read_text(join(outputs[ladder.forecast], "forecast.json")))
             print("run this script again to train the configuration it chose and check the forecast")
     else:
-        target = forecast_target("tiny-shakespeare-isoflop", ladder, data["tokenized"], forecast)
         scores = default_harness("tiny-shakespeare-isoflop-target", target.train, tasks=["marin_shakespeare"])
         outputs = executor_main(
-            steps=[target.check, scores], description="The isoFLOP forecast's target run, its tasks, and the check"
+            steps=[target.check, scores],
+            description="The isoFLOP forecast's target run, its tasks, and the check",
+            argv=argv,
         )
         if outputs:
             print(json.dumps(json.loads(read_text(join(outputs[target.check], "check.json"))), indent=2))
             print(read_text(join(outputs[scores], "metrics.json")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
