@@ -78,8 +78,9 @@ def main(argv: list[str], **settings) -> None:
         outputs = executor_main(
             steps=[ladder.forecast], description="Tiny scaling ladder with a loss forecast", argv=argv
         )
-        if outputs:
-            forecast = json.loads(read_text(join(outputs[ladder.forecast], "forecast.json")))
+        written = outputs and read_text(join(outputs[ladder.forecast], "forecast.json"))
+        if written:  # None after --dry_run
+            forecast = json.loads(written)
             print(json.dumps({k: forecast[k] for k in ("prediction", "constrained", "notes")}, indent=2))
             print(f"plot: {join(outputs[ladder.forecast], 'forecast.png')}")
             print("run this script again to train the target run and check the forecast")
@@ -87,8 +88,9 @@ def main(argv: list[str], **settings) -> None:
         outputs = executor_main(
             steps=[ladder.target.check], description="The tiny ladder's target run and the check", argv=argv
         )
-        if outputs:
-            print(json.dumps(json.loads(read_text(join(outputs[ladder.target.check], "check.json"))), indent=2))
+        written = outputs and read_text(join(outputs[ladder.target.check], "check.json"))
+        if written:
+            print(json.dumps(json.loads(written), indent=2))
 
 
 if __name__ == "__main__":
