@@ -430,7 +430,7 @@ def part_tokenize_scale(args, work, make_corpus) -> dict:
             print(
                 f"tokenize {k}x per core, ours / encode_batch: {theirs['cpu'] / ours['cpu']:.2f} "
                 f"(without the fixed {fixed:.1f} CPU-s: {theirs['cpu'] / (ours['cpu'] - fixed):.2f}); "
-                f"tokens {ours['tokens']:,} vs {theirs['tokens']:,} (ours adds bos and eos)",
+                f"tokens {ours['tokens']:,} vs {theirs['tokens']:,}",
                 flush=True,
             )
         print(json.dumps({"tokenize_scale": k, **rows[k]}), flush=True)
