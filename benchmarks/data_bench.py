@@ -9,7 +9,12 @@ the driver (the measuring process) and of the largest worker (RUSAGE_CHILDREN: t
 
 Parts (`--parts`, comma-separated):
 - scale: our dedup (exact + MinHash) at every scale in `--scales`;
-- tokenize-scale: our tokenize step at every scale in `--scales` (peak RSS and CPU per MB);
+- tokenize-scale: at every scale in `--scales`, side by side, our tokenize step and HF
+  `Tokenizer.encode_batch` streamed over the same shards (read with our reader, batches of 1,024
+  texts, encodings dropped once counted, so it fits in memory at 1 GB): CPU per MB, the ratio per
+  core, peak RSS of the driver and of the largest worker; and the per-process fixed cost, each in a
+  fresh process: the driver's (`LevanterEncoder` plus Levanter's cache writer: `levanter.data.text`)
+  and a worker's (the step's module and the encoder rebuilt from its spec: `tokenizers` only);
 - dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
   LocalPipelineExecutor, one task per shard) at `--compare-scale`, beside our dedup there;
   recall and precision of both against the planted copies (Jaccard >= 0.8 are duplicates);
@@ -147,6 +152,37 @@ def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> 
             "tokens": sum(len(e.ids) for e in encoded),
             "excluding_read_s": time.perf_counter() - started,
         }
+    if side == "encode_batch_stream":
+        from tokenizers import Tokenizer
+
+        from marin.processing.documents import list_shards, read_documents
+
+        tok = Tokenizer.from_file(os.path.join(tokenizer, "tokenizer.json"))
+        documents = tokens = 0
+        for path in list_shards(corpus):
+            texts = [d["text"] for d in read_documents(path)]
+            for start in range(0, len(texts), 1024):
+                encoded = tok.encode_batch(texts[start : start + 1024])
+                documents += len(encoded)
+                tokens += sum(len(e.ids) for e in encoded)
+            del texts, encoded
+        return {"documents": documents, "tokens": tokens}
+    if side == "fixed-driver":
+        from levanter.store.cache import SerialCacheWriter  # noqa: F401
+
+        from marin.processing.levanter_cache import LevanterEncoder
+
+        encoder = LevanterEncoder(tokenizer)
+        encoder.encode(["hi there"])
+        with open(os.path.join(os.path.dirname(out), "out-fixed-worker-spec.json"), "w") as f:
+            json.dump(encoder.worker_spec(), f)
+        return {"levanter_imported": "levanter.data.text" in sys.modules}
+    if side == "fixed-worker":
+        from marin.processing.levanter_cache import encoder_from_spec
+        from marin.processing.tokenize import tokenize_shard  # noqa: F401
+
+        encoder_from_spec(out + "-spec.json").encode(["hi there"])
+        return {"levanter_imported": "levanter.data.text" in sys.modules}
     if side.startswith("long-"):
         return run_long(side.removeprefix("long-"), corpus, out, tokenizer)
     if side == "filter":
@@ -236,20 +272,74 @@ def run_long(step: str, corpus: str, out: str, tokenizer: str) -> dict:
     return {"tokens": stats["train"]["tokens"]}
 
 
+def _hwm_mb(pid: int | str) -> float:
+    """VmHWM (peak RSS) of one process's current memory image, in MB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
+class PeakRss:
+    """Peak RSS of this process and of each of its descendants, sampled from /proc every 0.1 s.
+
+    Not `getrusage`: a child started by fork + exec keeps as its ru_maxrss the RSS its parent had at the
+    fork, so every spawned worker of a 400 MB driver would read >= 400 MB. VmHWM is the peak of the
+    process's own memory image after exec.
+    """
+
+    def __init__(self):
+        import threading
+
+        self.children: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _children_of(self, pid: int) -> list[int]:
+        out = []
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    out += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            todo = self._children_of(os.getpid())
+            while todo:
+                pid = todo.pop()
+                self.children[pid] = max(self.children.get(pid, 0.0), _hwm_mb(pid))
+                todo += self._children_of(pid)
+
+    def stop(self) -> tuple[float, float]:
+        """(this process's peak, the largest descendant's peak) in MB."""
+        self._stop.set()
+        self._thread.join()
+        return _hwm_mb("self"), max(self.children.values(), default=0.0)
+
+
 def measure(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> dict:
     import importlib.metadata  # noqa: F401  (datatrove's dependency checks need it imported)
 
     if side in ("dedup", "datatrove-minhash"):
         import datatrove.pipeline.dedup.minhash  # noqa: F401  (imports before the clock, both sides)
+    peaks = PeakRss()
     wall, cpu = time.perf_counter(), time.process_time()
     result = run_side(side, corpus, out, workers, tokenizer)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    driver, worker = peaks.stop()
     result.update(
         wall=wall,
         cpu=cpu + children.ru_utime + children.ru_stime,
-        rss_driver_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        rss_worker_mb=children.ru_maxrss / 1024,
+        rss_driver_mb=driver,
+        rss_worker_mb=worker,
+        rss_driver_getrusage_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        rss_worker_getrusage_mb=children.ru_maxrss / 1024,
     )
     return result
 
@@ -305,29 +395,56 @@ def part_scale(args, work, make_corpus) -> dict:
     return rows
 
 
+def fixed_costs(work: str, tok: str) -> dict:
+    """The tokenize step's per-process fixed cost: the driver's and one worker's, each in a fresh process
+    (the driver's writes the encoder spec the worker's reads)."""
+    costs = {side: fresh(side, "", work, 1, tok) for side in ("fixed-driver", "fixed-worker")}
+    for side, r in costs.items():
+        print(
+            f"{side:13s} CPU {r['cpu']:5.1f} s  wall {r['wall']:5.1f} s  peak RSS {r['rss_driver_mb']:5.0f} MB  "
+            f"imports levanter.data.text: {r['levanter_imported']}",
+            flush=True,
+        )
+    return costs
+
+
 def part_tokenize_scale(args, work, make_corpus) -> dict:
-    """Our tokenize step at every scale: memory must stay flat as the corpus grows (issue 14 §2)."""
+    """Our tokenize step and streamed encode_batch at every scale, side by side: throughput per core and memory."""
     from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
 
-    rows = {}
+    rows: dict = {}
     tok = os.path.join(work, "tokenizer")
     for k in args.scales:
         root, _ = make_corpus(k)
         if not os.path.exists(os.path.join(tok, "tokenizer.json")):
             train_tokenizer(TrainTokenizerConfig(input_path=_first_shard(work, root), output_path=tok, vocab_size=2048))
+        if "fixed" not in rows:
+            rows["fixed"] = fixed_costs(work, tok)
         corpus = view(work, root, k)
         mb = text_mb(corpus)
-        r = fresh("tokenize", corpus, work, args.workers, tok)
-        rows[k] = {**r, "mb": mb}
-        print(line(f"tokenize {k}x ({mb:.0f} MB)", r, mb), flush=True)
+        ours = fresh("tokenize", corpus, work, args.workers, tok)
+        theirs = fresh("encode_batch_stream", corpus, work, args.workers, tok) if k in args.baseline_scales else None
+        rows[k] = {"mb": mb, "ours": ours, "encode_batch": theirs}
+        print(line(f"tokenize {k}x ({mb:.0f} MB)", ours, mb), flush=True)
+        if theirs is not None:
+            print(line(f"encode_batch {k}x ({mb:.0f} MB)", theirs, mb), flush=True)
+            fixed = rows["fixed"]["fixed-driver"]["cpu"] + args.workers * rows["fixed"]["fixed-worker"]["cpu"]
+            print(
+                f"tokenize {k}x per core, ours / encode_batch: {theirs['cpu'] / ours['cpu']:.2f} "
+                f"(without the fixed {fixed:.1f} CPU-s: {theirs['cpu'] / (ours['cpu'] - fixed):.2f}); "
+                f"tokens {ours['tokens']:,} vs {theirs['tokens']:,}",
+                flush=True,
+            )
         print(json.dumps({"tokenize_scale": k, **rows[k]}), flush=True)
-    base = rows[min(rows)]
-    for k, r in rows.items():
+    scales = [k for k in rows if k != "fixed"]
+    base = rows[min(scales)]
+    for k in scales:
+        r, b = rows[k]["ours"], base["ours"]
         print(
-            f"tokenize {k}x vs {min(rows)}x: data x{r['mb'] / base['mb']:.2f}, "
-            f"CPU per MB x{(r['cpu'] / r['mb']) / (base['cpu'] / base['mb']):.2f}, "
-            f"driver RSS x{r['rss_driver_mb'] / base['rss_driver_mb']:.2f}, "
-            f"worker RSS x{r['rss_worker_mb'] / base['rss_worker_mb']:.2f}"
+            f"tokenize {k}x vs {min(scales)}x: data x{rows[k]['mb'] / base['mb']:.2f}, "
+            f"CPU per MB x{(r['cpu'] / rows[k]['mb']) / (b['cpu'] / base['mb']):.2f}, "
+            f"driver RSS x{r['rss_driver_mb'] / b['rss_driver_mb']:.2f}, "
+            f"worker RSS x{r['rss_worker_mb'] / b['rss_worker_mb']:.2f}"
         )
     return rows
 
@@ -519,6 +636,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--scales", default="1,4,16")
     parser.add_argument("--compare-scale", type=int, default=1)
+    parser.add_argument(
+        "--baseline-scales", default="1,4,16", help="tokenize-scale: scales at which encode_batch also runs"
+    )
     parser.add_argument("--parts", default="dedup,tokenize,filter,scale", help="run in this order")
     parser.add_argument("--docs-per-shard", type=int, default=DOCS_PER_SHARD, help="smaller for a quick try")
     parser.add_argument("--rounds", type=int, default=15, help="parquet part: best of this many reads")
@@ -534,6 +654,7 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.corpus, args.out, args.workers, args.tokenizer)))
         return
     args.scales = [int(s) for s in args.scales.split(",")]
+    args.baseline_scales = [int(s) for s in args.baseline_scales.split(",")]
     args.long_mb = [int(s) for s in args.long_mb.split(",")]
     args.long_steps = args.long_steps.split(",")
     work = os.path.abspath(args.workdir)

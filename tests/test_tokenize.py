@@ -393,3 +393,87 @@ def test_a_crash_on_a_bucket_resumes_tokenizing_only_the_shards_without_a_ledger
     fetched, clean = tree_bytes(tmp_path / "fetched"), tree_bytes(tmp_path / "clean")
     fetched.pop("tokenize_info.json"), clean.pop("tokenize_info.json")
     assert fetched == clean and not list_dir(remote + "/.parts")
+
+
+class _RecordingBackend:
+    """Delegates to a Rust tokenizer and records the length of every piece (string without special tokens) handed to it."""
+
+    def __init__(self, backend):
+        self.backend, self.lengths = backend, []
+
+    def encode_batch_fast(self, texts, add_special_tokens=True):
+        self.lengths += [] if add_special_tokens else [len(t) for t in texts]
+        return self.backend.encode_batch_fast(texts, add_special_tokens=add_special_tokens)
+
+
+def _prefix_space_nfkc(tok: str, out) -> str:
+    """The same vocabulary with an NFKC normalizer and a ByteLevel pre-tokenizer that adds a prefix space."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    backend = Tokenizer.from_file(os.path.join(tok, "tokenizer.json"))
+    backend.normalizer = normalizers.NFKC()
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    hf = AutoTokenizer.from_pretrained(tok)
+    PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=hf.bos_token, eos_token=hf.eos_token).save_pretrained(
+        out
+    )
+    return str(out)
+
+
+@pytest.mark.parametrize("variant", ["post_processor", "levanter_adds_bos_eos", "prefix_space_nfkc"])
+def test_a_long_text_encoded_in_pieces_has_exactly_levanters_ids_for_the_whole_text(
+    data, tmp_path, monkeypatch, variant
+):
+    from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
+    from transformers import AutoTokenizer
+
+    from marin.processing import levanter_cache
+
+    root, docs = data
+    tok = str(root / "tok")
+    if variant == "levanter_adds_bos_eos":
+        tok = _without_post_processor(tok, tmp_path / "t")
+    elif variant == "prefix_space_nfkc":
+        tok = _prefix_space_nfkc(tok, tmp_path / "t")
+    monkeypatch.setattr(levanter_cache, "LONG_TEXT_CHARS", 2_000)
+    monkeypatch.setattr(levanter_cache, "PIECE_CHARS", 300)
+    monkeypatch.setattr(levanter_cache, "PIECES_PER_CALL", 3)
+    rng = random.Random(5)
+    tricky = ["it's", "they'll", "  two  spaces ", "tab\there", "breaks\n\n", "x1 2y", "12 345", "ﬁne", "naïve café"]
+    tricky += ["İstanbul", "🙂", "<|endoftext|>", "<|begin_of_text|>", "end.", "a  \n b", "\r\n", "ΣΑΣ", "\u00a0nbsp"]
+    long_text = " ".join(rng.choice(tricky + english_doc(rng, 2).split()) for _ in range(4_000))
+    texts = [docs[0]["text"], long_text, "short", long_text.replace(" ", "\n"), *EDGE_TEXTS, long_text + " x"]
+
+    encoder = LevanterEncoder(tok)
+    assert encoder.fast is not None and encoder.fast.pieces is not None
+    recording = _RecordingBackend(encoder.fast._backend)
+    encoder.fast._backend = recording
+    processor = preprocessor_for_format(
+        TextLmDatasetFormat(), AutoTokenizer.from_pretrained(tok), enforce_bos=True, enforce_eos=True
+    )
+    expected = [list(r["input_ids"]) for r in processor([{"text": t} for t in texts])]
+    assert [list(a) for a in encoder.encode(texts)] == expected
+    longest_word = max(len(w) for t in tricky for w in t.split())
+    assert len(long_text) > 20_000 and len(recording.lengths) > 3 * 20_000 // 300
+    assert max(n for n in recording.lengths if n < 25_000) <= 300 + 2 * longest_word + 40  # "x" * 25_000: no cut
+    assert max(recording.lengths) >= 25_000
+
+
+def test_tokenizers_whose_parts_may_look_across_a_cut_are_encoded_whole(data):
+    from marin.processing.levanter_cache import piece_framing
+
+    root, _ = data
+    base = json.loads((root / "tok" / "tokenizer.json").read_text())
+    assert piece_framing(base) is not None
+    changes = {
+        "Replace normalizer": {"normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "_"}},
+        "Metaspace": {"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always"}},
+        "no regex split": {"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}},
+        "BERT post-processor": {"post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 1], "cls": ["[CLS]", 0]}},
+        "BPE dropout": {"model": {**base["model"], "dropout": 0.1}},
+        "added token that strips": {"added_tokens": [{**base["added_tokens"][0], "rstrip": True}]},
+        "added token with a space": {"added_tokens": [{**base["added_tokens"][0], "content": "<a b>"}]},
+    }
+    for name, change in changes.items():
+        assert piece_framing({**base, **change}) is None, name

@@ -12,6 +12,21 @@ on, of `bos + " " + text + " " + eos`, with bos and eos as its own flags say. An
 goes through BatchTokenizer itself. tests/test_tokenize.py checks ids and cache bytes against
 Levanter's own parts.
 
+A long text (over LONG_TEXT_CHARS characters) is encoded in pieces of about PIECE_CHARS, a few pieces
+per backend call, so time stays linear and memory bounded: the Rust tokenizer keeps ~100 bytes of
+alignments per byte of one input string (6 GB for a 50 MB document), and a call over pieces spreads
+them over every core. The pieces give exactly the whole text's ids because each cut falls where the
+tokenizer's own pipeline already splits, whatever surrounds it: between an ASCII letter or digit and a
+space or newline. There the GPT-2 pre-tokenizer regex (`ByteLevel`), `Whitespace` and
+`WhitespaceSplit` end a pre-token and start the next from that character on, normalizers that map
+characters one by one (NFC, NFD, NFKC, NFKD, Lowercase) change nothing across it, and an added token
+with no whitespace in it and no lstrip/rstrip cannot span it; every model (BPE, WordPiece,
+WordLevel, Unigram) encodes pre-tokens independently. The pieces are encoded without special tokens
+and the post-processor's template (`TemplateProcessing`'s single sequence, or none) is applied once
+around them. A tokenizer with any other part (a Replace or Strip normalizer, a Metaspace or custom
+Split pre-tokenizer, BERT's post-processor, BPE dropout) has no piece framing and is encoded whole,
+as is a text with no such cut point (e.g. one without spaces).
+
 Tensorstore writes the cache to a local folder. For gs:// and s3:// the cache is built in a local
 temporary folder from which each chunk file moves to the bucket as soon as no later write can touch
 it, and the rest at the end with `shard_ledger.json` last: local scratch stays about one write chunk,
@@ -26,8 +41,10 @@ import itertools
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -37,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 LEDGER = "shard_ledger.json"
 TOKENS_PER_WRITE = 4 * 1024 * 1024
+LONG_TEXT_CHARS = 1 << 20
+PIECE_CHARS = 1 << 16
+PIECES_PER_CALL = 16
+_CUT = re.compile(r"[A-Za-z0-9](?=[ \n])")
 
 
 class LevanterEncoder:
@@ -88,6 +109,7 @@ class FastEncoder:
 
     def __init__(self, backend, *, prefix: str, suffix: str, dtype):
         self._backend, self._prefix, self._suffix, self.dtype = backend, prefix, suffix, np.dtype(dtype)
+        self.pieces = piece_framing(json.loads(backend.to_str()))
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         return self.encode_later(texts)()
@@ -98,10 +120,35 @@ class FastEncoder:
         The Rust call releases the GIL and keeps every core busy; making the arrays turns each id into
         a Python int and back under the GIL. Split in two, a pipeline can make one batch's arrays on
         another thread while the next batch is tokenized, instead of leaving the cores idle meanwhile.
+        A long text is encoded in pieces (see the module docstring) and its array made at once.
         """
-        framed = [self._prefix + t + self._suffix for t in texts]
+        long = {i for i, t in enumerate(texts) if len(t) > LONG_TEXT_CHARS} if self.pieces is not None else set()
+        framed = [self._prefix + t + self._suffix for i, t in enumerate(texts) if i not in long]
         encodings = self._backend.encode_batch_fast(framed)
-        return lambda: [np.array(e.ids, dtype=self.dtype) for e in encodings]
+        done = {i: self._encode_long(texts[i]) for i in sorted(long)}
+
+        def arrays() -> list[np.ndarray]:
+            rest = iter(encodings)
+            return [done[i] if i in done else np.array(next(rest).ids, dtype=self.dtype) for i in range(len(texts))]
+
+        return arrays
+
+    def _encode_long(self, text: str) -> np.ndarray:
+        assert self.pieces is not None
+        cuts = [0, *long_text_cuts(text, PIECE_CHARS), len(text)]
+        parts = [np.array(self.pieces.head, dtype=self.dtype)]
+        for first in range(0, len(cuts) - 1, PIECES_PER_CALL):
+            bounds = cuts[first : first + PIECES_PER_CALL + 1]
+            group = [text[a:b] for a, b in itertools.pairwise(bounds)]
+            if first == 0:
+                group[0] = self._prefix + group[0]
+            if bounds[-1] == len(text):
+                group[-1] = group[-1] + self._suffix
+            encodings = self._backend.encode_batch_fast(group, add_special_tokens=False)
+            parts += [np.array(e.ids, dtype=self.dtype) for e in encodings]
+            del group, encodings
+        parts.append(np.array(self.pieces.tail, dtype=self.dtype))
+        return np.concatenate(parts)
 
     def spec(self) -> dict:
         return {
@@ -110,6 +157,82 @@ class FastEncoder:
             "suffix": self._suffix,
             "dtype": self.dtype.str,
         }
+
+
+def long_text_cuts(text: str, size: int) -> list[int]:
+    """Where to cut `text` into pieces of at least `size` characters: after an ASCII letter or digit
+    followed by a space or newline (a boundary of every pre-token; see the module docstring)."""
+    cuts: list[int] = []
+    start = 0
+    while len(text) - start > size:
+        match = _CUT.search(text, start + size - 1)
+        if match is None or match.end() >= len(text):
+            break
+        start = match.end()
+        cuts.append(start)
+    return cuts
+
+
+@dataclass(frozen=True)
+class PieceFraming:
+    """The ids a tokenizer's post-processor puts around one sequence, for texts encoded in pieces."""
+
+    head: tuple[int, ...]
+    tail: tuple[int, ...]
+
+
+_LOCAL_NORMALIZERS = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase"}
+_LOCAL_PRE_TOKENIZERS = {"Whitespace", "WhitespaceSplit"}
+_PER_PRE_TOKEN_MODELS = {"BPE", "WordPiece", "WordLevel", "Unigram"}
+
+
+def _members(part: dict, key: str) -> list[dict]:
+    return part[key] if part.get("type") == "Sequence" else [part]
+
+
+def piece_framing(tokenizer: dict) -> PieceFraming | None:
+    """How to encode a long text in pieces with exactly its whole ids, for a `tokenizer.json` (parsed);
+    None where some part of the tokenizer may look across a cut."""
+    if tokenizer.get("truncation") is not None or tokenizer.get("padding") is not None:
+        return None
+    model = tokenizer.get("model") or {}
+    if model.get("type") not in _PER_PRE_TOKEN_MODELS or model.get("dropout") is not None:
+        return None
+    for token in tokenizer.get("added_tokens") or []:
+        if token.get("lstrip") or token.get("rstrip") or token.get("single_word"):
+            return None
+        if any(c.isspace() for c in token["content"]):
+            return None
+    normalizer = tokenizer.get("normalizer")
+    if normalizer is not None and any(
+        n.get("type") not in _LOCAL_NORMALIZERS for n in _members(normalizer, "normalizers")
+    ):
+        return None
+    pre = tokenizer.get("pre_tokenizer")
+    if pre is None:
+        return None
+    for p in _members(pre, "pretokenizers"):
+        kind = p.get("type")
+        if not (kind in _LOCAL_PRE_TOKENIZERS or (kind == "ByteLevel" and p.get("use_regex", True))):
+            return None
+    head: list[int] = []
+    tail: list[int] = []
+    post = tokenizer.get("post_processor")
+    templates = 0
+    for p in _members(post, "processors") if post is not None else []:
+        if p.get("type") == "ByteLevel":
+            continue
+        if p.get("type") != "TemplateProcessing":
+            return None
+        templates += 1
+        items = p["single"]
+        sequences = [i for i, item in enumerate(items) if "Sequence" in item]
+        if templates > 1 or len(sequences) != 1:
+            return None
+        for target, chosen in ((head, items[: sequences[0]]), (tail, items[sequences[0] + 1 :])):
+            for item in chosen:
+                target += p["special_tokens"][item["SpecialToken"]["id"]]["ids"]
+    return PieceFraming(tuple(head), tuple(tail))
 
 
 _REGISTERED: dict[str, LevanterEncoder] = {}

@@ -63,6 +63,7 @@ logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation")
 PARTS = ".parts"
+BATCH_CHARS = 1 << 22
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,7 +81,7 @@ class TokenizeConfig(StepConfig):
     validation_fraction: float = 0.05
     """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
     batch_size: int = unversioned(1024)
-    """Documents per tokenizer call (the output does not depend on it)."""
+    """Documents per tokenizer call, at most (a call also ends at ~4 Mi characters); the output does not depend on it."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
     text_key: str = versioned_unless_default("text")
@@ -229,11 +230,14 @@ def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
 def encode_pipelined(encoder: LevanterEncoder | FastEncoder, texts: list[str], batch_size: int) -> list[np.ndarray]:
     """The ids of `texts`, in order, keeping the tokenizer busy.
 
-    Two encoder threads hand batches to the Rust tokenizer, which releases the GIL and spreads each
-    call over every core (two calls in flight, so the cores that finish one call's last documents
-    early start on the next); a finisher thread makes each batch's arrays, in order, under the GIL
-    meanwhile. At most three batches are being encoded and six wait for the finisher. Every thread
-    runs in a copy of this context, so what it logs reaches the step's log.
+    Texts go to the tokenizer in batches of at most `batch_size` texts and about BATCH_CHARS characters
+    (the encodings of a batch take ~20 bytes per character until their arrays are made, so batches of
+    long documents would otherwise grow with the documents). Two encoder threads hand batches to the
+    Rust tokenizer, which releases the GIL and spreads each call over every core (two calls in flight,
+    so the cores that finish one call's last documents early start on the next); a finisher thread
+    makes each batch's arrays, in order, under the GIL meanwhile. At most three batches are being
+    encoded and two wait for the finisher. Every thread runs in a copy of this context, so what it
+    logs reaches the step's log.
     """
     arrays: list[np.ndarray] = []
     with (
@@ -242,16 +246,27 @@ def encode_pipelined(encoder: LevanterEncoder | FastEncoder, texts: list[str], b
     ):
         encoding: deque[Future] = deque()
         finishing: deque[Future] = deque()
-        for start in range(0, len(texts), batch_size):
-            encoding.append(_submit(encoders, encoder.encode_later, texts[start : start + batch_size]))
+        for batch in _batches(texts, batch_size):
+            encoding.append(_submit(encoders, encoder.encode_later, batch))
             finishing.append(_submit(finisher, _extend_with, arrays, encoding[-1]))
             while len(encoding) > 2:  # one batch queued behind the two encoding: the encoders never wait
                 encoding.popleft().result()
-            while len(finishing) > 6:
+            while len(finishing) > 2:
                 finishing.popleft().result()
         while finishing:
             finishing.popleft().result()
     return arrays
+
+
+def _batches(texts: list[str], batch_size: int) -> Iterator[list[str]]:
+    start = 0
+    while start < len(texts):
+        end, chars = start, 0
+        while end < len(texts) and end - start < batch_size and (end == start or chars < BATCH_CHARS):
+            chars += len(texts[end])
+            end += 1
+        yield texts[start:end]
+        start = end
 
 
 def _extend_with(arrays: list[np.ndarray], encoded: Future) -> None:
