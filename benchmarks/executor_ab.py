@@ -54,6 +54,8 @@ def main() -> None:
     configs = {"before": (os.path.abspath(args.before), "0")}
     for spec in args.also:
         label, _, tree = spec.partition("=")
+        if not tree or label in configs or label in ("staging", "fsync"):
+            parser.error(f"--also {spec!r}: want LABEL=TREE with a label other than before, staging, fsync")
         configs[label] = (os.path.abspath(tree), "0")
     configs |= {"staging": (ROOT, "0"), "fsync": (ROOT, "1")}
     for spec in args.shape or ["chain:200", "layered:1000"]:
