@@ -293,14 +293,17 @@ def transform(value: Any, fn: Callable[[str, Any], Any], path: str = "") -> Any:
 
 
 def map_nodes(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """`transform` for a function that needs no path: `fn(node)` returns the replacement or KEEP, and the
-    result is the same as `transform`'s (same copies, same kept objects). No path strings are built:
-    resolving markers, done several times per step, is most of the executor's Python work on large DAGs."""
+    """`transform` for a function that needs no path and keeps plain values (str, number, bool, None, on
+    which it is not called): `fn(node)` returns the replacement or KEEP, and the result is `transform`'s
+    (same copies, same kept objects). No path strings are built: resolving markers, done three times per
+    step (its record, its attempt's config, the attempt's own folder), is a large part of the driver's work."""
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
     new = fn(value)
     if new is not KEEP:
         return new
-    cls = type(value)
-    if cls in _PLAIN or isinstance(value, Placeholder):
+    if isinstance(value, Placeholder):
         return value
     if cls is list or cls is tuple:
         out = [map_nodes(item, fn) for item in value]
