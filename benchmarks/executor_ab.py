@@ -1,9 +1,10 @@
 """Paired first-run timings of this tree against an older one, alternating in fresh processes.
 
     .venv/bin/python benchmarks/executor_ab.py BEFORE_TREE [--rounds 8] [--shape chain:200] [--shape layered:1000]
+        [--also main=/work/main]
 
-Each round runs, in this order and each in a fresh process on a fresh prefix: the older tree, this tree
-with MARIN_FSYNC=0, this tree (fsync on). Medians and per-round ratios resist a shared machine's load
+Each round runs, in this order and each in a fresh process on a fresh prefix: the older tree, each `--also`
+tree (MARIN_FSYNC=0), this tree with MARIN_FSYNC=0, this tree (fsync on). Medians and per-round ratios resist a shared machine's load
 better than the full harness (benchmarks/executor_compare.sh), whose phases run minutes apart.
 """
 
@@ -46,8 +47,17 @@ def main() -> None:
     parser.add_argument("before")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--shape", action="append", default=None, help="chain:200, layered:1000 ...")
+    parser.add_argument(
+        "--also", action="append", default=[], help="LABEL=TREE: another tree in each round (MARIN_FSYNC=0)"
+    )
     args = parser.parse_args()
-    configs = {"before": (os.path.abspath(args.before), "0"), "staging": (ROOT, "0"), "fsync": (ROOT, "1")}
+    configs = {"before": (os.path.abspath(args.before), "0")}
+    for spec in args.also:
+        label, _, tree = spec.partition("=")
+        if not tree or label in configs or label in ("staging", "fsync"):
+            parser.error(f"--also {spec!r}: want LABEL=TREE with a label other than before, staging, fsync")
+        configs[label] = (os.path.abspath(tree), "0")
+    configs |= {"staging": (ROOT, "0"), "fsync": (ROOT, "1")}
     for spec in args.shape or ["chain:200", "layered:1000"]:
         shape, n = spec.split(":")
         times: dict[str, list[float]] = {label: [] for label in configs}

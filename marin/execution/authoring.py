@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from marin.stepkit.config import KEEP, OutputName, Placeholder, transform
+from marin.stepkit.config import KEEP, OutputName, Placeholder, map_nodes
 from marin.stepkit.sharding import ShardResources
 from marin.storage.paths import join
 
@@ -85,7 +85,7 @@ def resolve_markers(config: Any, input_path: Callable[[InputName], str] | None, 
     """`config` with `versioned(x)` replaced by x, `output_path_of(step, sub)` by `input_path(marker)` joined
     with `sub`, and `this_output_path(sub)` by `own_output` joined with `sub` (markers kept where None)."""
 
-    def resolve(path: str, value: Any) -> Any:
+    def resolve(value: Any) -> Any:
         cls = type(value)
         if cls is VersionedValue:
             return value.value
@@ -96,7 +96,7 @@ def resolve_markers(config: Any, input_path: Callable[[InputName], str] | None, 
             return join(own_output, value.name) if value.name else own_output
         return KEEP
 
-    return transform(config, resolve)
+    return map_nodes(config, resolve)
 
 
 PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")

@@ -292,6 +292,43 @@ def transform(value: Any, fn: Callable[[str, Any], Any], path: str = "") -> Any:
     return dataclasses.replace(value, **changes)
 
 
+def map_nodes(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """`transform` for a function that needs no path and keeps plain values (str, number, bool, None, on
+    which it is not called): `fn(node)` returns the replacement or KEEP, and the result is `transform`'s
+    (same copies, same kept objects). No path strings are built: resolving markers, done three times per
+    step (its record, its attempt's config, the attempt's own folder), is a large part of the driver's work."""
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    new = fn(value)
+    if new is not KEEP:
+        return new
+    if isinstance(value, Placeholder):
+        return value
+    if cls is list or cls is tuple:
+        out = [map_nodes(item, fn) for item in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else cls(out)
+    if isinstance(value, list | tuple):
+        out = [map_nodes(item, fn) for item in value]
+        return value if all(a is b for a, b in zip(out, value, strict=True)) else cls(*out)
+    if isinstance(value, dict):
+        out = [map_nodes(item, fn) for item in value.values()]
+        if all(a is b for a, b in zip(out, value.values(), strict=True)):
+            return value
+        return dict(zip(value, out, strict=True))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes, changed = {}, False
+        for _, f in _fields(cls):
+            old = getattr(value, f.name)
+            item = map_nodes(old, fn)
+            if item is not old:
+                changed = True
+                if f.init:
+                    changes[f.name] = item
+        return dataclasses.replace(value, **changes) if changed else value
+    return value
+
+
 _OPEN_HINTS = (typing.TypeVar, str, typing.ForwardRef)
 _NUMBER = (int, float)
 
