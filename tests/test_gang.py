@@ -101,7 +101,7 @@ def test_local_backend_refuses_a_gang_naming_the_step(tmp_path):
     step = ExecutorStep("train/gang", print, None, resources=ResourceConfig(hosts=2))
     with pytest.raises(ValueError, match=r"step 'train/gang' asks for hosts=2: .*only on the Ray backend"):
         Executor(str(tmp_path), backend="local").run([step])
-    with pytest.raises(ValueError, match=r"ResourceConfig.hosts must be an integer ≥ 1, got 0"):
+    with pytest.raises(ValueError, match=r"ResourceConfig.hosts must be an integer >= 1, got 0"):
         ResourceConfig(hosts=0)
 
 
