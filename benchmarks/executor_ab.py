@@ -1,7 +1,7 @@
 """Paired first-run timings of this tree against an older one, alternating in fresh processes.
 
     .venv/bin/python benchmarks/executor_ab.py BEFORE_TREE [--rounds 8] [--shape chain:200] [--shape layered:1000]
-        [--also main=/work/main]
+        [--also LABEL=OTHER_TREE]
 
 Each round runs, in this order and each in a fresh process on a fresh prefix: the older tree, each `--also`
 tree (MARIN_FSYNC=0), this tree with MARIN_FSYNC=0, this tree (fsync on). Medians and per-round ratios resist a shared machine's load
