@@ -173,6 +173,16 @@ def cache_from_of(cfg: ExecutorMainConfig):
     return CacheFrom.build(cfg.cache_from, cfg.cache_mode, cfg.cache_code_changed)
 
 
+def run_options(cfg: ExecutorMainConfig) -> dict:
+    """The keyword arguments of `Executor.run` that the run's flags set."""
+    return {
+        "dry_run": cfg.dry_run,
+        "run_only": cfg.run_only,
+        "force_run_failed": cfg.force_run_failed,
+        "rerun_code_changed": cfg.rerun_code_changed,
+    }
+
+
 def configure_logging() -> None:
     root = logging.getLogger()
     if not root.handlers:
@@ -221,13 +231,7 @@ def executor_main(
             allow_credentials_in_patch=cfg.allow_credentials_in_patch,
             cache_from=cache_from_of(cfg),
         )
-        return executor.run(
-            steps,
-            dry_run=cfg.dry_run,
-            run_only=cfg.run_only,
-            force_run_failed=cfg.force_run_failed,
-            rerun_code_changed=cfg.rerun_code_changed,
-        )
+        return executor.run(steps, **run_options(cfg))
     except ExecutorRunError:
         sys.exit(1)
     except KeyboardInterrupt:

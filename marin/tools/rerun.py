@@ -263,7 +263,7 @@ def _recorded_references(record_path: str):
 def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "recorded") -> int:
     """`marin rerun RECORD --prefix P [--code recorded|checkout] [--dry_run] [--run_only ...] ...`."""
     from marin.execution.executor import Executor, ExecutorRunError
-    from marin.execution.main import cache_from_of, configure_logging, parse_main_args
+    from marin.execution.main import cache_from_of, configure_logging, parse_main_args, run_options
 
     configure_logging()
     cfg = parse_main_args(args)
@@ -309,13 +309,7 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
         cache_from=cache_from_of(cfg) or _recorded_references(record_path),
     )
     try:
-        executor.run(
-            steps,
-            dry_run=cfg.dry_run,
-            run_only=cfg.run_only,
-            force_run_failed=cfg.force_run_failed,
-            rerun_code_changed=cfg.rerun_code_changed,
-        )
+        executor.run(steps, **run_options(cfg))
     except ExecutorRunError:
         return 1
     except PlanError as exc:

@@ -98,34 +98,24 @@ def prepare_levanter_process() -> None:
                     _depth -= 1
 
         hf_checkpoints._patch_hf_hub_download = _patch_hf_hub_download
-        _track_background_iterators()
-        _track_checkpointers()
+        from levanter.checkpoint import Checkpointer
+        from levanter.utils.background_iterable import BackgroundIterator
+
+        _track_instances(BackgroundIterator, _iterators)
+        _track_instances(Checkpointer, _checkpointers)
         atexit.register(stop_background_iterators)
         _done = True
 
 
-def _track_background_iterators() -> None:
-    from levanter.utils.background_iterable import BackgroundIterator
-
-    original_init = BackgroundIterator.__init__
-
-    def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        _iterators.add(self)
-
-    BackgroundIterator.__init__ = __init__
-
-
-def _track_checkpointers() -> None:
-    from levanter.checkpoint import Checkpointer
-
-    original_init = Checkpointer.__init__
+def _track_instances(cls, into) -> None:
+    """Adds every instance of `cls` made from now on to the weak set `into`."""
+    original_init = cls.__init__
 
     def __init__(self, *args, **kwargs):
         original_init(self, *args, **kwargs)
-        _checkpointers.add(self)
+        into.add(self)
 
-    Checkpointer.__init__ = __init__
+    cls.__init__ = __init__
 
 
 def live_checkpointers() -> set:
