@@ -1,8 +1,10 @@
-"""`map_nodes` (the path-free walk that resolves markers) gives what `transform` gives, node for node.
+"""`map_nodes`, with and without paths, gives what a plain rebuild over `items()` gives, node for node.
 
-Resolving markers runs several times per step, so it has its own walk without path strings; the
-property here holds it to `transform` over generated configs: lists, tuples, namedtuples, dicts, frozen
-dataclasses (with a non-init field) and the three markers, nested. Equal results are not enough: an
+Resolving markers runs several times per step, so `map_nodes` has a mode without path strings; the
+property here holds both modes to a reference rebuild written over the step kit's `items()` (the one
+place that says what a config is made of), over generated configs: lists, tuples, namedtuples, dicts,
+frozen dataclasses (with a non-init field) and the three markers, nested. The mode with paths must also
+name every node as the reference does. Equal results are not enough: an
 unchanged part must be the very object it was (records and reruns compare configs built from it), and a
 changed one a copy of the same type.
 """
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 
 from marin.execution import ExecutorStep, output_path_of, this_output_path, versioned
 from marin.execution.authoring import InputName, OutputName, VersionedValue
-from marin.stepkit.config import KEEP, map_nodes, transform
+from marin.stepkit.config import KEEP, items, join_path, map_nodes
 from marin.storage.paths import join
 
 Pair = namedtuple("Pair", ["left", "right"])
@@ -76,6 +78,25 @@ def _resolver(input_path: str | None, own: str | None):
     return resolve
 
 
+def _reference(value: Any, fn: Any, path: str = "") -> Any:
+    """The rebuild `map_nodes` must match: `fn(path, node)` on every node, parts through `items()`."""
+    new = fn(path, value)
+    if new is not KEEP:
+        return new
+    parts = items(value)
+    if not parts:
+        return value
+    out = [_reference(item, fn, join_path(path, suffix)) for suffix, _, item in parts]
+    if all(a is b for a, (_, _, b) in zip(out, parts, strict=True)):
+        return value
+    if isinstance(value, dict):
+        return dict(zip(value, out, strict=True))
+    if isinstance(value, list | tuple):
+        return type(value)(out) if type(value) in (list, tuple) else type(value)(*out)
+    changes = {f.name: new for new, (_, f, old) in zip(out, parts, strict=True) if new is not old and f.init}
+    return dataclasses.replace(value, **changes)
+
+
 def _same_objects(a: Any, b: Any) -> bool:
     """The same structure, the same types, and identical objects wherever either result kept a part."""
     if a is b:
@@ -97,9 +118,16 @@ def _same_objects(a: Any, b: Any) -> bool:
     st.sampled_from([None, "/p/dep-1"]),
     st.sampled_from([None, "/p/own-2"]),
 )
-def test_map_nodes_matches_transform(config: Any, input_path: str | None, own: str | None) -> None:
+def test_map_nodes_matches_the_reference(config: Any, input_path: str | None, own: str | None) -> None:
     fn = _resolver(input_path, own)
-    by_map = map_nodes(config, fn)
-    by_transform = transform(config, lambda _path, value: fn(value))
-    assert _same_objects(by_map, by_transform)
-    assert (by_map is config) == (by_transform is config)
+    seen: list[tuple[str, Any]] = []
+    expected: list[tuple[str, Any]] = []
+    by_reference = _reference(config, lambda path, value: expected.append((path, value)) or fn(value))
+    for by_map in (
+        map_nodes(config, fn),
+        map_nodes(config, lambda path, value: seen.append((path, value)) or fn(value), path=""),
+    ):
+        assert _same_objects(by_map, by_reference)
+        assert (by_map is config) == (by_reference is config)
+    assert [p for p, _ in seen] == [p for p, _ in expected]
+    assert all(a is b for (_, a), (_, b) in zip(seen, expected, strict=True))

@@ -144,10 +144,7 @@ def _decode_tagged(tag: str, data: dict, hint: Any, path: str, config_types: dic
     if tag == "__path__":
         return _class(data["type"], where)(data[tag])
     if tag == "__tuple__":
-        hints = _item_hints(hint, len(data[tag]))
-        return tuple(
-            decode(v, h, f"{path}[{i}]", config_types) for i, (v, h) in enumerate(zip(data[tag], hints, strict=True))
-        )
+        return tuple(decode(data[tag], hint, path, config_types))
     args = typing.get_args(hint)
     key_hint, value_hint = args if len(args) == 2 else (Any, Any)
     out = {}

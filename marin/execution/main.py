@@ -14,13 +14,15 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Literal
 
 from marin.execution.authoring import ExecutorStep
-from marin.execution.reuse import CacheMode
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "local_store"
+CacheMode = Literal["copy", "reference"]
+"""The values of --cache_mode (`marin.execution.reuse.CacheMode`, not imported: a script need not load reuse)."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,6 @@ from marin.stepkit.config import (
     VERSIONED,
     StepConfig,
     declares,
-    field_type_errors,
     holds_placeholders,
     type_errors,
     walk,
@@ -154,7 +153,7 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
         if cls is ExecutorStep:
             raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
         if _is_config_class(cls):
-            _refuse(step, field_type_errors(value, path))
+            _refuse(step, type_errors(value, path, deep=False))
             if plain:
                 _warn_unversioned(step, value, path)
         return True
@@ -175,12 +174,12 @@ def _is_config_class(cls: type) -> bool:
     return found
 
 
-def _refuse(step: ExecutorStep, errors: list[str] | None) -> None:
+def _refuse(step: ExecutorStep, errors: list[str]) -> None:
     if errors:
         raise PlanError(f"step {step.name!r}: config field " + "; ".join(errors))
 
 
-_SETTING_NAME = re.compile(
+_SETTING_NAME = (
     r"(^|_)(seed|lr|learning_rate|rate|steps|epochs|iterations|batch_size|vocab_size|size|dim|layers|heads|"
     r"dropout|temperature|weight_decay|warmup|fraction|ratio|threshold|alpha|beta\d?|eps|epsilon|top_[kp]|n|k|"
     r"num_\w+|min_\w+|max_\w+)($|_)"
@@ -197,7 +196,7 @@ def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
     names = _SETTINGS.get(cls)
     if names is None:
         fields = dataclasses.fields(cls)
-        names = _SETTINGS[cls] = tuple(f.name for f in fields if not declares(f) and _SETTING_NAME.search(f.name))
+        names = _SETTINGS[cls] = tuple(f.name for f in fields if not declares(f) and re.search(_SETTING_NAME, f.name))
     for name in names:
         value = getattr(config, name)
         if type(value) in (int, float, bool, str) and (cls, name) not in _warned:
@@ -211,12 +210,12 @@ def _warn_unversioned(step: ExecutorStep, config: Any, path: str) -> None:
             )
 
 
-_BAD_CHARACTER = re.compile(r"[\x00-\x1f\x7f\\]")
+_BAD_CHARACTER = r"[\x00-\x1f\x7f\\]"
 
 
 def _path_problem(text: str, absolute_ok: bool) -> str | None:
     """Why `text` cannot name a folder under the prefix, or None."""
-    bad = _BAD_CHARACTER.search(text)
+    bad = re.search(_BAD_CHARACTER, text)
     if bad:
         return f"holds the character {bad.group()!r}"
     body = text.split("://", 1)[1] if absolute_ok and protocol_of(text) else text
@@ -332,7 +331,7 @@ def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix
 def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
     """The step's instantiated config; a value its `validate()` refuses is a PlanError naming the step."""
     try:
-        return _instantiate(planned, by_step)
+        return _resolve(planned, by_step, {}, planned.output_path)
     except (ValueError, TypeError) as exc:
         raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
 
@@ -344,9 +343,9 @@ def instantiate_config(planned: PlannedStep, plan: Plan, paths: dict | None = No
     output published by reference lives in another prefix); such a config is built afresh.
     """
     if paths:
-        return resolve_markers(planned.step.config, _reader(plan.by_step, paths), planned.output_path)
+        return _resolve(planned, plan.by_step, paths, planned.output_path)
     if planned.config is None and planned.step.config is not None:
-        planned.config = _instantiate(planned, plan.by_step)
+        planned.config = _resolve(planned, plan.by_step, {}, planned.output_path)
     return planned.config
 
 
@@ -354,12 +353,10 @@ def attempt_config(planned: PlannedStep, plan: Plan, paths: dict | None = None) 
     """The config an attempt binds to its own folder (`bind_output`): every marker replaced but
     `this_output_path()`, which stays a marker until the attempt knows where it writes. `paths`: as for
     `instantiate_config`."""
-    return resolve_markers(planned.step.config, _reader(plan.by_step, paths or {}), None)
+    return _resolve(planned, plan.by_step, paths or {}, None)
 
 
-def _reader(by_step: dict, paths: dict):
-    return lambda inp: paths.get(inp.step) or by_step[inp.step].output_path
-
-
-def _instantiate(planned: PlannedStep, by_step: dict) -> Any:
-    return resolve_markers(planned.step.config, lambda inp: by_step[inp.step].output_path, planned.output_path)
+def _resolve(planned: PlannedStep, by_step: dict, paths: dict, own_output: str | None) -> Any:
+    return resolve_markers(
+        planned.step.config, lambda inp: paths.get(inp.step) or by_step[inp.step].output_path, own_output
+    )

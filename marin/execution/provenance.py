@@ -56,6 +56,7 @@ class CheckoutState:
         return hashlib.sha256(self.patch).hexdigest() if self.patch else None
 
     def to_json(self) -> dict:
+        """What the records hold: the patch by its sha256, not its bytes."""
         return {
             "commit": self.commit,
             "branch": self.branch,
@@ -211,15 +212,10 @@ def run_provenance(
                 "sha256": hashlib.sha256(source).hexdigest(),
                 "stored": store_blob(plan.prefix, source, ".py", store),
             }
-    identity = who()
     return {
         "run_id": run_id,
         "started": started,
-        "user": identity["user"],
-        "host": identity["host"],
-        "pid": identity["pid"],
-        "command": identity["command"],
-        "redacted": identity["redacted"],
+        **who(),
         "root": root,
         "git": git,
         "scripts": scripts,

@@ -76,6 +76,7 @@ def experiment_record(
 ) -> dict:
     """The experiment record; `run` (from `run_provenance`) gives its git state and stored scripts."""
     identity = who()
+    del identity["pid"]
     run = run or run_provenance(plan, utc_now(), "", store=False)
     return ExperimentRecord(
         format=RECORD_FORMAT,
@@ -85,10 +86,7 @@ def experiment_record(
         description=description,
         prefix=plan.prefix,
         created=utc_now(),
-        user=identity["user"],
-        host=identity["host"],
-        command=identity["command"],
-        redacted=identity["redacted"],
+        **identity,
         git=run["git"],
         scripts=run["scripts"],
         environment=environment(),

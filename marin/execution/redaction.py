@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 REDACTED = "<redacted>"
@@ -53,20 +53,21 @@ SECRET_WORDS = frozenset(
 )
 """A flag whose name has one of these as a part (split at `_`, `-` and `.`) has a secret value."""
 
-TOKEN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
-    ("a GitHub token", re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b")),
-    ("a GitHub token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}\b")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----")),
+TOKEN_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("an AWS access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    ("a GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b"),
+    ("a GitHub token", r"\bgithub_pat_[A-Za-z0-9_]{22,}\b"),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
+    ("a private key", r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
 )
-"""Well-known credential shapes, found wherever they appear."""
+"""Well-known credential shapes, found wherever they appear (compiled on first use, by `re`'s cache: a
+process that never writes a record or a log does not pay for them)."""
 
-URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s\"']*:)(?P<password>[^@/\s\"']+)(?=@)")
+URL_PASSWORD = r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s\"']*:)(?P<password>[^@/\s\"']+)(?=@)"
 """`scheme://user:PASSWORD@`: the password of a URL's user-info."""
 
-_PLACEHOLDER = re.compile(r"^(?:<[^>]*>|\$\{?\w+\}?|\{\w*\}|\*+|\.\.\.|x+|X+)$")
+_PLACEHOLDER = r"^(?:<[^>]*>|\$\{?\w+\}?|\{\w*\}|\*+|\.\.\.|x+|X+)$"
 """What documentation writes in place of a password (`<password>`, `$PASS`, `***`): not a credential."""
 
 _known: set[str] = set()
@@ -94,14 +95,11 @@ def redact_text(text: str) -> str:
     for value in known:
         if value in text:
             text = text.replace(value, REDACTED)
-    text = URL_PASSWORD.sub(lambda m: m["head"] + (m["password"] if _is_placeholder(m["password"]) else REDACTED), text)
-    for _, pattern in TOKEN_PATTERNS:
-        text = pattern.sub(REDACTED, text)
-    return text
+    return _redact_shapes(text, remember=False)[0]
 
 
 def _is_placeholder(value: str) -> bool:
-    return value == REDACTED or bool(_PLACEHOLDER.match(value))
+    return value == REDACTED or bool(re.match(_PLACEHOLDER, value))
 
 
 @dataclass(frozen=True)
@@ -120,54 +118,31 @@ def redact_argv(argv: Sequence[str]) -> RedactedCommand:
     token-shaped strings; the values found are remembered, so `redact_text` replaces them in logs too."""
     out: list[str] = []
     notes: list[str] = []
-    argv = [str(a) for a in argv]
-    i = 0
-    last_flag: str | None = None
-    while i < len(argv):
-        arg = argv[i]
+    flag: str | None = None  # the bare flag whose value the next positional argument is
+    for i, arg in enumerate(str(a) for a in argv):
         if arg.startswith("-") and len(arg) > 1 and not _is_number(arg):
             name, eq, value = arg.partition("=")
-            last_flag = name
+            flag = None if eq else name
             if _secret_name(name):
-                if eq:
-                    if value and not _is_placeholder(value):
-                        _remember(value)
-                        out.append(f"{name}={REDACTED}")
-                        notes.append(name)
-                    else:
-                        out.append(arg)
-                    i += 1
-                    continue
-                nxt = argv[i + 1] if i + 1 < len(argv) else None
-                if nxt is not None and not (nxt.startswith("-") and not _is_number(nxt)):
-                    out.append(arg)
-                    if not _is_placeholder(nxt):
-                        _remember(nxt)
-                        out.append(REDACTED)
-                        notes.append(name)
-                    else:
-                        out.append(nxt)
-                    i += 2
-                    last_flag = None
-                    continue
-                out.append(arg)
-                i += 1
+                secret = eq and value and not _is_placeholder(value)
+                out.append(f"{name}={REDACTED}" if secret else arg)
+                if secret:
+                    _remember(value)
+                    notes.append(name)
                 continue
-            cleaned, found = _redact_shapes(value if eq else arg)
-            out.append(f"{name}={cleaned}" if eq else cleaned)
-            notes += [f"{name} ({kind})" for kind in found]
-            if not eq:
-                i += 1
-                continue
-            last_flag = None
-            i += 1
+            where, arg = name, value if eq else arg
+        elif flag is not None and _secret_name(flag):
+            out.append(arg if _is_placeholder(arg) else REDACTED)
+            if not _is_placeholder(arg):
+                _remember(arg)
+                notes.append(flag)
+            flag = None
             continue
+        else:
+            where, flag, eq = flag or f"argv[{i}]", None, ""
         cleaned, found = _redact_shapes(arg)
-        out.append(cleaned)
-        where = last_flag if last_flag else f"argv[{i}]"
+        out.append(f"{where}={cleaned}" if eq else cleaned)
         notes += [f"{where} ({kind})" for kind in found]
-        last_flag = None
-        i += 1
     return RedactedCommand(out, notes)
 
 
@@ -179,23 +154,26 @@ def _is_number(arg: str) -> bool:
     return True
 
 
-def _redact_shapes(text: str) -> tuple[str, list[str]]:
-    """`text` with URL passwords and token shapes replaced, and what kinds were found."""
+def _redact_shapes(text: str, remember: bool = True) -> tuple[str, list[str]]:
+    """`text` with URL passwords and token shapes replaced, and what kinds were found (one per place); with
+    `remember`, the values found are redacted from every later `redact_text` too."""
     found: list[str] = []
 
     def url(m: re.Match) -> str:
         if _is_placeholder(m["password"]):
             return m[0]
-        _remember(m["password"])
+        if remember:
+            _remember(m["password"])
         found.append("URL password")
         return m["head"] + REDACTED
 
-    text = URL_PASSWORD.sub(url, text)
+    text = re.sub(URL_PASSWORD, url, text)
     for kind, pattern in TOKEN_PATTERNS:
-        for m in pattern.finditer(text):
-            _remember(m[0])
+        for m in re.finditer(pattern, text):
+            if remember:
+                _remember(m[0])
             found.append(kind)
-        text = pattern.sub(REDACTED, text)
+        text = re.sub(pattern, REDACTED, text)
     return text, found
 
 
@@ -214,7 +192,7 @@ class PatchFinding:
         return f"{self.file}:{self.line}: {self.kind}"
 
 
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@")
+_HUNK = r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@"
 
 
 def find_in_patch(patch: bytes) -> list[PatchFinding]:
@@ -230,25 +208,17 @@ def find_in_patch(patch: bytes) -> list[PatchFinding]:
             continue
         if raw.startswith("diff --git ") or raw.startswith("--- "):
             continue
-        hunk = _HUNK.match(raw)
+        hunk = re.match(_HUNK, raw)
         if hunk:
             line = int(hunk["start"])
             continue
         if raw.startswith("+"):
-            findings += [PatchFinding(file, line, kind) for kind in _kinds(raw[1:])]
+            kinds = dict.fromkeys(_redact_shapes(raw[1:], remember=False)[1])
+            findings += [PatchFinding(file, line, "a " + k if k == "URL password" else k) for k in kinds]
             line += 1
         elif raw.startswith(" "):
             line += 1
     return findings
-
-
-def _kinds(text: str) -> Iterable[str]:
-    for m in URL_PASSWORD.finditer(text):
-        if not _is_placeholder(m["password"]):
-            yield "a URL password"
-    for kind, pattern in TOKEN_PATTERNS:
-        if pattern.search(text):
-            yield kind
 
 
 class CredentialInPatchError(ValueError):

@@ -237,28 +237,21 @@ def _check_files(candidate: Candidate) -> None:
     path = candidate.path
     if is_local(path):
         base = os.path.realpath(strip_protocol(path))
+        listed = {}
         for entry in candidate.manifest["files"]:
-            full = os.path.join(strip_protocol(path), entry["path"])
-            real = os.path.realpath(full)
+            real = os.path.realpath(os.path.join(strip_protocol(path), entry["path"]))
             if os.path.commonpath([base, real]) != base:
                 raise Rejected(f"{entry['path']} in {path} leads outside the step's folder (to {real})")
-            if not os.path.isfile(real):
-                raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
-            actual = os.path.getsize(real)
-            if actual != entry["size"]:
-                raise Rejected(
-                    f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the file has {actual}"
-                )
-        return
-    listed = dict(backend_for(path).list_files(path))
+            if os.path.isfile(real):
+                listed[entry["path"]] = os.path.getsize(real)
+    else:
+        listed = dict(backend_for(path).list_files(path))
     for entry in candidate.manifest["files"]:
         actual = listed.get(entry["path"])
         if actual is None:
             raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
         if actual != entry["size"]:
-            raise Rejected(
-                f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, the object has {actual}"
-            )
+            raise Rejected(f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, it has {actual}")
 
 
 def _hash_stream(src, dst=None) -> tuple[int, str]:
@@ -272,9 +265,6 @@ def _hash_stream(src, dst=None) -> tuple[int, str]:
 
 
 def _hash_file(path: str) -> tuple[int, str]:
-    if is_local(path):
-        with open(strip_protocol(path), "rb") as f:
-            return _hash_stream(f)
     with open_read(path) as f:
         return _hash_stream(f)
 
@@ -376,14 +366,10 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
                 clear_outputs(staging)
             read = _verify_bytes(candidate, staging if cache.mode == "copy" else None)
             _check_unchanged(candidate)
-        except Unreachable as exc:
-            logger.warning("%s: not reused from %s: %s", identity, source, exc)
-            reasons.append(str(exc))
-            continue
         except Rejected as exc:
             logger.warning("%s: not reused from %s: %s", identity, source, exc)
             reasons.append(str(exc))
-            if cache.mode == "copy":
+            if cache.mode == "copy" and not isinstance(exc, Unreachable):
                 clear_outputs(staging)
             continue
         seconds = time.monotonic() - t0
@@ -418,22 +404,6 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
         )
     if reasons:
         logger.info("%s: no source could be reused; running the step", identity)
-    return None
-
-
-def pinned_inputs(runs: list[dict]) -> CacheFrom | None:
-    """For `marin rerun`: the external inputs of a record's last run that had any, to reference again, pinned."""
-    for line in reversed(runs):
-        external = line.get("external_inputs")
-        if isinstance(external, dict) and external:
-            sources = []
-            for identity, entry in external.items():
-                path = str(entry.get("path", ""))
-                source = path[: -len(identity) - 1] if path.endswith("/" + identity) else path.rsplit("/", 1)[0]
-                if source not in sources:
-                    sources.append(source)
-            pins = {k: str(v.get("manifest_sha256")) for k, v in external.items()}
-            return CacheFrom(sources=tuple(sources), mode="reference", pinned=pins)
     return None
 
 

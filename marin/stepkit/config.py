@@ -269,58 +269,46 @@ def holds_placeholders(value: Any) -> bool:
 
 
 KEEP: Any = object()
-"""What a `transform` function returns for a node it leaves as it is (its parts are transformed)."""
+"""What a `map_nodes` function returns for a node it leaves as it is (its parts are mapped)."""
 
 
-def transform(value: Any, fn: Callable[[str, Any], Any], path: str = "") -> Any:
-    """`value` with every node for which `fn(path, node)` returns something other than KEEP replaced by that,
-    depth first; a container is copied only when a part of it changed (a frozen dataclass by `replace`)."""
-    new = fn(path, value)
-    if new is not KEEP:
-        return new
-    parts = items(value)
-    if not parts:
-        return value
-    out = [transform(item, fn, join_path(path, suffix)) for suffix, _, item in parts]
-    if all(a is b for a, (_, _, b) in zip(out, parts, strict=True)):
-        return value
-    if isinstance(value, dict):
-        return dict(zip(value, out, strict=True))
-    if isinstance(value, list | tuple):
-        return type(value)(out) if type(value) in (list, tuple) else type(value)(*out)
-    changes = {f.name: new for new, (_, f, old) in zip(out, parts, strict=True) if new is not old and f.init}
-    return dataclasses.replace(value, **changes)
+def map_nodes(value: Any, fn: Callable[..., Any], path: str | None = None) -> Any:
+    """`value` with every node for which `fn` returns something other than KEEP replaced by that, depth first;
+    a container is copied only when a part of it changed (a frozen dataclass by `replace`, a non-init field
+    kept), an unchanged part is the very object it was.
 
-
-def map_nodes(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """`transform` for a function that needs no path and keeps plain values (str, number, bool, None, on
-    which it is not called): `fn(node)` returns the replacement or KEEP, and the result is `transform`'s
-    (same copies, same kept objects). No path strings are built: resolving markers, done three times per
-    step (its record, its attempt's config, the attempt's own folder), is a large part of the driver's work."""
+    Without `path`, `fn(node)` is called on every node but the plain values (str, number, bool, None), and no
+    path strings are built: resolving markers, done three times per step (its record, its attempt's config,
+    the attempt's own folder), is a large part of the driver's work. With `path` (the name of `value`, ""
+    at the top), `fn(path, node)` is called on every node, plain values included."""
     cls = type(value)
-    if cls in _PLAIN:
-        return value
-    new = fn(value)
+    if path is None:
+        if cls in _PLAIN:
+            return value
+        new = fn(value)
+    else:
+        new = fn(path, value)
     if new is not KEEP:
         return new
-    if isinstance(value, Placeholder):
+    if cls in _PLAIN or isinstance(value, Placeholder):
         return value
-    if cls is list or cls is tuple:
-        out = [map_nodes(item, fn) for item in value]
-        return value if all(a is b for a, b in zip(out, value, strict=True)) else cls(out)
-    if isinstance(value, list | tuple):
-        out = [map_nodes(item, fn) for item in value]
-        return value if all(a is b for a, b in zip(out, value, strict=True)) else cls(*out)
-    if isinstance(value, dict):
-        out = [map_nodes(item, fn) for item in value.values()]
-        if all(a is b for a, b in zip(out, value.values(), strict=True)):
+    if isinstance(value, list | tuple | dict):
+        olds = list(value.values()) if isinstance(value, dict) else value
+        if path is None:
+            out = [map_nodes(old, fn) for old in olds]
+        else:
+            names = [f".{k}" for k in value] if isinstance(value, dict) else [f"[{i}]" for i in range(len(value))]
+            out = [map_nodes(old, fn, join_path(path, name)) for old, name in zip(olds, names, strict=True)]
+        if all(a is b for a, b in zip(out, olds, strict=True)):
             return value
-        return dict(zip(value, out, strict=True))
+        if isinstance(value, dict):
+            return dict(zip(value, out, strict=True))
+        return cls(out) if cls is list or cls is tuple else cls(*out)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         changes, changed = {}, False
-        for _, f in _fields(cls):
+        for suffix, f in _fields(cls):
             old = getattr(value, f.name)
-            item = map_nodes(old, fn)
+            item = map_nodes(old, fn, None if path is None else join_path(path, suffix))
             if item is not old:
                 changed = True
                 if f.init:
@@ -396,55 +384,30 @@ def _expected(hint: Any, value: Any) -> str:
     return f"expected {_name(hint)}, got {type(value).__qualname__} {value!r:.60}"
 
 
-def compound(value: Any) -> bool:
-    """Whether a value (or what a marker becomes) may hold parts: not a str, number, bool or None."""
-    if isinstance(value, Placeholder):
-        value = value.standin()
-    return type(value) not in _PLAIN
-
-
-_CHECKED: dict[type, tuple[tuple[str, str, Any], ...]] = {}
-
-
-def _checked_fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
-    """(name, path suffix, annotation) of the fields of a dataclass whose annotation is not Any."""
-    found = _CHECKED.get(cls)
-    if found is None:
-        found = _CHECKED[cls] = tuple(
-            (f.name, suffix, _ANNOTATIONS[f]) for suffix, f in _fields(cls) if _ANNOTATIONS[f] is not Any
-        )
-    return found
-
-
-def field_type_errors(config: Any, path: str = "") -> list[str] | None:
-    """`path: why` for every field of the dataclass `config` (not of the dataclasses in it) whose value does
-    not fit its annotation; None when all fit. The per-node check of planning: the class's annotations are
-    resolved once (`_checked_fields`), and a value of exactly the annotated class needs no further look."""
-    found = None
-    for name, suffix, hint in _checked_fields(type(config)):
-        value = getattr(config, name)
-        if type(value) is hint:
-            continue
-        problem = type_error(value, hint)
-        if problem:
-            found = found or []
-            found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
-    return found
+_CHECKED: dict[type, tuple[tuple[str, Any], ...]] = {}
 
 
 def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     """`path: why` for every field of a dataclass `config` (and, with `deep`, of every dataclass in it, the
-    values of markers included) whose value does not fit its annotation."""
+    values of markers included) whose value does not fit its annotation. Planning checks every node: the
+    class's annotations are resolved once, and a value of exactly the annotated class needs no further look."""
     found: list[str] = []
     value = config.standin() if isinstance(config, Placeholder) else config
+    cls = type(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for name, suffix, hint in _checked_fields(type(value)):
-            problem = type_error(getattr(value, name), hint)
+        hints = _CHECKED.get(cls)
+        if hints is None:
+            hints = _CHECKED[cls] = tuple(
+                (f.name, _ANNOTATIONS[f]) for _, f in _fields(cls) if _ANNOTATIONS[f] is not Any
+            )
+        for name, hint in hints:
+            item = getattr(value, name)
+            problem = None if type(item) is hint else type_error(item, hint)
             if problem:
-                found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
+                found.append(join_path(path, "." + name) + ("" if problem.startswith("[") else ": ") + problem)
     if deep:
         for suffix, _, item in items(value) or ():
-            if compound(item):
+            if type(item.standin() if isinstance(item, Placeholder) else item) not in _PLAIN:
                 found += type_errors(item, join_path(path, suffix))
     return found
 

@@ -35,14 +35,15 @@ import contextlib
 import contextvars
 import json
 import logging
-import multiprocessing
 import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -102,16 +103,11 @@ def ray_available() -> bool:
     return bool(os.environ.get("RAY_ADDRESS")) or _in_ray_task()
 
 
-def ledger_path(ledger_dir: str, index: int) -> str:
+def ledger_path(ledger_dir: str, index: int, kind: str = "") -> str:
+    """The ledger of shard `index` (`kind` "attempts": the file counting its starts)."""
     from marin.storage import join
 
-    return join(ledger_dir, f"part-{index:05d}.json")
-
-
-def _attempts_path(ledger_dir: str, index: int) -> str:
-    from marin.storage import join
-
-    return join(ledger_dir, f"part-{index:05d}.attempts.json")
+    return join(ledger_dir, f"part-{index:05d}{'.' + kind if kind else ''}.json")
 
 
 def _where() -> dict:
@@ -131,7 +127,7 @@ def run_one(process_shard: Callable[[C, S], Any], config: C, shard: S, index: in
     from marin.storage import read_bytes, write_bytes
 
     where = _where()
-    attempts_file = _attempts_path(ledger_dir, index)
+    attempts_file = ledger_path(ledger_dir, index, "attempts")
     previous = read_bytes(attempts_file)
     starts = json.loads(previous)["starts"] if previous else []
     starts.append({**where, "t": round(time.time(), 3)})
@@ -150,8 +146,16 @@ def local_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     if workers <= 1 or ray_available():
         yield None
         return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with _spawn_pool(workers) as pool:
         yield pool
+
+
+def _spawn_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of spawn processes (imported here: multiprocessing is not needed to declare a step)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
 
 
 def run_shards(
@@ -243,14 +247,14 @@ def _failed(index: int, shard: Any, exc: BaseException, desc: str) -> BaseExcept
 
 
 def _run_pool(process_shard, config, shards, todo, ledger_dir, results, bar, pool, workers, local, desc) -> None:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     logger.info("%s: %d shards in a local pool of %d %ss", desc, len(todo), workers, local)
     with contextlib.ExitStack() as stack:
         if pool is None and local == "thread":
             pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers, thread_name_prefix=desc))
         elif pool is None:
-            pool = stack.enter_context(
-                ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-            )
+            pool = stack.enter_context(_spawn_pool(workers))
         # threads run in a copy of this context, so what they log reaches the step's log
         futures = {
             pool.submit(contextvars.copy_context().run, run_one, process_shard, config, shards[i], i, ledger_dir)

@@ -20,7 +20,7 @@ from marin.execution.authoring import ExecutorStep, InputName, OutputName, Resou
 from marin.execution.config_values import ConfigValueError, build
 from marin.execution.planning import plan_steps
 from marin.execution.references import resolve_reference
-from marin.stepkit.config import KEEP, transform
+from marin.stepkit.config import KEEP, map_nodes
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 
 
@@ -108,7 +108,7 @@ def _rebuild_one(entry: StepRecord, by_path: dict[str, ExecutorStep], old_prefix
                 return new_prefix + value[len(old_prefix) :]
         return KEEP
 
-    config = transform(config, mark) if config is not None else None
+    config = map_nodes(config, mark, path="") if config is not None else None
     missing = sorted(set(version) - met)
     if missing:
         raise RerunError(f"step {name!r}: the record's config has no field {missing[0]!r} named in its version")

@@ -242,9 +242,10 @@ def _run_materialized(folder: str, what: str, record_path: str, prefix: str, arg
 
 
 def _recorded_references(record_path: str):
-    """The outputs the record's runs used by reference (marin.execution.reuse), to reference again, pinned to
-    the manifests they had: a rerun refuses a step whose referenced bytes changed rather than recompute it."""
-    from marin.execution.reuse import pinned_inputs
+    """The outputs the last of the record's runs that had any used by reference (marin.execution.reuse), to
+    reference again, pinned to the manifests they had: a rerun refuses a step whose referenced bytes changed
+    rather than recompute it."""
+    from marin.execution.reuse import CacheFrom
     from marin.storage import read_text
     from marin.storage.layout import runs_file
 
@@ -254,10 +255,19 @@ def _recorded_references(record_path: str):
             lines.append(json.loads(text))
         except ValueError:
             continue
-    cache = pinned_inputs(lines)
-    if cache is not None:
-        logger.warning("rerun: referencing %d external input(s) again, verified against the record", len(cache.pinned))
-    return cache
+    for line in reversed(lines):
+        external = line.get("external_inputs")
+        if isinstance(external, dict) and external:
+            sources = []
+            for identity, entry in external.items():
+                path = str(entry.get("path", ""))
+                source = path[: -len(identity) - 1] if path.endswith("/" + identity) else path.rsplit("/", 1)[0]
+                if source not in sources:
+                    sources.append(source)
+            logger.warning("rerun: referencing %d external input(s) again, verified against the record", len(external))
+            pins = {k: str(v.get("manifest_sha256")) for k, v in external.items()}
+            return CacheFrom(sources=tuple(sources), mode="reference", pinned=pins)
+    return None
 
 
 def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "recorded") -> int:
