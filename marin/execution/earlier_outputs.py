@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from marin.execution.planning import PlannedStep
 from marin.execution.status import info_path, read_statuses, status_path
@@ -56,10 +57,7 @@ def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
     diffs: list[VersionDiff] = []
     _leaf_diffs(old.get("config", {}), new.get("config", {}), "config", diffs)
     for group in ("dependencies", "pseudo_dependencies"):
-        a_list, b_list = old.get(group, []), new.get(group, [])
-        for i in range(max(len(a_list), len(b_list))):
-            a = a_list[i] if i < len(a_list) else "<absent>"
-            b = b_list[i] if i < len(b_list) else "<absent>"
+        for i, (a, b) in enumerate(zip_longest(old.get(group, []), new.get(group, []), fillvalue="<absent>")):
             if a != b:
                 diffs.append(VersionDiff(f"{group}[{i}]", a, b))
     if old.get("name") != new.get("name"):

@@ -119,11 +119,12 @@ class Candidate:
     """The step's folder in the source."""
     manifest: dict
     """The source's manifest, as read."""
-    manifest_version: str
-    status_version: str
-    info: dict
+    manifest_version: str = ""
+    """The versions of the manifest and the status as read (empty: not checked for changes)."""
+    status_version: str = ""
+    info: dict = field(default_factory=dict)
     """The source's `.executor_info`."""
-    manifest_sha256: str
+    manifest_sha256: str = ""
     """sha256 of the manifest's bytes: the digest records name a reused output by."""
 
     @property
@@ -422,9 +423,7 @@ class ReferenceChanged(RuntimeError):
 def check_reference(path: str, manifest: dict) -> None:
     """Hashes the referenced folder `path` against the manifest recorded when it was reused; ReferenceChanged if
     any file differs, is missing or does not stay inside the folder."""
-    candidate = Candidate(
-        source=path, path=path, manifest=manifest, manifest_version="", status_version="", info={}, manifest_sha256=""
-    )
+    candidate = Candidate(source=path, path=path, manifest=manifest)
     try:
         _check_manifest(manifest, path)
         _check_files(candidate)

@@ -222,12 +222,9 @@ def walk(config: Any, visit: Visit, path: str = "") -> None:
     The rule says how a node enters the step's version: a `StepConfig` versions each field its class does
     not declare otherwise, and every part of a versioned value is versioned (as its own class declares);
     any other config versions only its markers (Marin's rule)."""
-    _walk(config, visit, path, None, VERSIONED if isinstance(config, StepConfig) else MARKED)
-
-
-def _walk(value: Any, visit: Visit, path: str, field: dataclasses.Field | None, rule: str) -> None:
-    if visit(path, field, value, rule) and type(value) not in _PLAIN:
-        _walk_parts(value, visit, path, rule)
+    rule = VERSIONED if isinstance(config, StepConfig) else MARKED
+    if visit(path, None, config, rule) and type(config) not in _PLAIN:
+        _walk_parts(config, visit, path, rule)
 
 
 def _walk_parts(value: Any, visit: Visit, path: str, rule: str) -> None:
