@@ -217,27 +217,21 @@ def run_shards(
 
 
 def _unfinished(ledger_dir: str, count: int, results: list, desc: str) -> list[int]:
-    """The shards without a ledger; fills `results` with the stats of those that have one."""
-    from marin.storage import list_dir
+    """The shards without a ledger; fills `results` with the stats of those that have one (a ledger listed but
+    gone when read is an error naming it)."""
+    from marin.storage import list_dir, read_bytes_many
 
     names = set(list_dir(ledger_dir))
     done = [i for i in range(count) if f"part-{i:05d}.json" in names]
     if done:
-        for i, ledger in zip(done, read_ledgers(ledger_dir, done), strict=True):
-            results[i] = ledger["stats"]
+        raw = read_bytes_many([ledger_path(ledger_dir, i) for i in done])
+        missing = [i for i, r in zip(done, raw, strict=True) if r is None]
+        if missing:
+            raise FileNotFoundError(f"shard ledgers {missing} vanished from {ledger_dir} while the step ran")
+        for i, r in zip(done, raw, strict=True):
+            results[i] = json.loads(r)["stats"]
         logger.info("%s: %d of %d shards already done, running %d", desc, len(done), count, count - len(done))
     return [i for i in range(count) if f"part-{i:05d}.json" not in names]
-
-
-def read_ledgers(ledger_dir: str, indices: Sequence[int]) -> list[dict]:
-    """The ledgers of shards `indices` under `ledger_dir`; a missing one is an error naming it."""
-    from marin.storage import read_bytes_many
-
-    raw = read_bytes_many([ledger_path(ledger_dir, i) for i in indices])
-    missing = [i for i, r in zip(indices, raw, strict=True) if r is None]
-    if missing:
-        raise FileNotFoundError(f"shard ledgers {missing} vanished from {ledger_dir} while the step ran")
-    return [json.loads(r) for r in raw]
 
 
 def _failed(index: int, shard: Any, exc: BaseException, desc: str) -> BaseException:
