@@ -12,7 +12,8 @@ Parts (`--parts`, comma-separated):
 - tokenize-scale: at every scale in `--scales`, side by side, our tokenize step and HF
   `Tokenizer.encode_batch` streamed over the same shards (read with our reader, batches of 1,024
   texts, encodings dropped once counted, so it fits in memory at 1 GB): CPU per MB, the ratio per
-  core, peak RSS of the driver and of the largest worker; and the per-process fixed cost, each in a
+  core, peak RSS of the driver and of the largest worker, and our step's CPU and driver peak by phase
+  (the driver's encoder, the shards, the assembly); and the per-process fixed cost, each in a
   fresh process: the driver's (`LevanterEncoder` plus Levanter's cache writer: `levanter.data.text`)
   and a worker's (the step's module and the encoder rebuilt from its spec: `tokenizers` only);
 - dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
