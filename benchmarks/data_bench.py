@@ -12,7 +12,8 @@ Parts (`--parts`, comma-separated):
 - tokenize-scale: at every scale in `--scales`, side by side, our tokenize step and HF
   `Tokenizer.encode_batch` streamed over the same shards (read with our reader, batches of 1,024
   texts, encodings dropped once counted, so it fits in memory at 1 GB): CPU per MB, the ratio per
-  core, peak RSS of the driver and of the largest worker; and the per-process fixed cost, each in a
+  core, peak RSS of the driver and of the largest worker, and our step's CPU and driver peak by phase
+  (the driver's encoder, the shards, the assembly); and the per-process fixed cost, each in a
   fresh process: the driver's (`LevanterEncoder` plus Levanter's cache writer: `levanter.data.text`)
   and a worker's (the step's module and the encoder rebuilt from its spec: `tokenizers` only);
 - dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
@@ -136,11 +137,18 @@ def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> 
     if side == "datatrove-minhash":
         return run_datatrove_minhash(corpus, out, workers)
     if side == "tokenize":
-        from marin.processing.tokenize import TokenizeConfig, tokenize
+        from marin.processing import tokenize as step
 
-        result = tokenize(TokenizeConfig(input_path=corpus, tokenizer=tokenizer, output_path=out, workers=workers))
+        phases = _time_phases(step, ("LevanterEncoder", "run_shards", "write_cache"))
+        result = step.tokenize(
+            step.TokenizeConfig(input_path=corpus, tokenizer=tokenizer, output_path=out, workers=workers)
+        )
         splits = [v for v in result.values() if isinstance(v, dict) and "tokens" in v]
-        return {"documents": sum(s["documents"] for s in splits), "tokens": sum(s["tokens"] for s in splits)}
+        return {
+            "documents": sum(s["documents"] for s in splits),
+            "tokens": sum(s["tokens"] for s in splits),
+            "phases_cpu": phases,
+        }
     if side == "encode_batch":
         from tokenizers import Tokenizer
 
@@ -193,6 +201,36 @@ def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> 
     if side == "datatrove-filters":
         return run_datatrove_filters(corpus, out, workers)
     raise ValueError(f"unknown side {side!r}")
+
+
+def _time_phases(module, names: tuple[str, ...]) -> dict:
+    """Wrap `module`'s functions `names` to add up the CPU seconds each takes: this process's (`<name>`) and,
+    where it waits for worker processes, theirs (`<name>_workers`); and this process's peak RSS so far once
+    each returns (`<name>_peak_rss_mb_after`: the phase that raised it is the first whose figure is the peak)."""
+    phases: dict[str, float] = {}
+
+    def cpu(who: int) -> float:
+        r = resource.getrusage(who)
+        return r.ru_utime + r.ru_stime
+
+    def wrap(name: str, fn):
+        def timed(*args, **kwargs):
+            mine, theirs = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                phases[name] = phases.get(name, 0.0) + cpu(resource.RUSAGE_SELF) - mine
+                phases[f"{name}_peak_rss_mb_after"] = _hwm_mb("self")
+                if cpu(resource.RUSAGE_CHILDREN) > theirs:
+                    phases[f"{name}_workers"] = (
+                        phases.get(f"{name}_workers", 0.0) + cpu(resource.RUSAGE_CHILDREN) - theirs
+                    )
+
+        return timed
+
+    for name in names:
+        setattr(module, name, wrap(name, getattr(module, name)))
+    return phases
 
 
 def run_datatrove_minhash(corpus: str, out: str, workers: int) -> dict:
@@ -426,6 +464,14 @@ def part_tokenize_scale(args, work, make_corpus) -> dict:
         theirs = fresh("encode_batch_stream", corpus, work, args.workers, tok) if k in args.baseline_scales else None
         rows[k] = {"mb": mb, "ours": ours, "encode_batch": theirs}
         print(line(f"tokenize {k}x ({mb:.0f} MB)", ours, mb), flush=True)
+        print(
+            f"tokenize {k}x CPU by phase: "
+            + ", ".join(
+                f"{name} {v:.0f} MB" if name.endswith("_mb_after") else f"{name} {v:.1f} s"
+                for name, v in ours.get("phases_cpu", {}).items()
+            ),
+            flush=True,
+        )
         if theirs is not None:
             print(line(f"encode_batch {k}x ({mb:.0f} MB)", theirs, mb), flush=True)
             fixed = rows["fixed"]["fixed-driver"]["cpu"] + args.workers * rows["fixed"]["fixed-worker"]["cpu"]

@@ -477,3 +477,99 @@ def test_tokenizers_whose_parts_may_look_across_a_cut_are_encoded_whole(data):
     }
     for name, change in changes.items():
         assert piece_framing({**base, **change}) is None, name
+
+
+def _many_chunk_rows() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    rows = [rng.integers(1, 350, int(rng.integers(0, 300))).astype(np.int32) for _ in range(120)]
+    rows.insert(40, np.zeros(1500, np.int32))  # a whole inner chunk of the fill value
+    rows.append(np.zeros(2 * 2048 + 700, np.int32))  # a whole chunk file of it, and part of the next
+    rows.append(np.arange(1, 8, dtype=np.int32))
+    return rows
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Levanter's write chunk lowered to 2048 tokens of 4 inner chunks, so a few thousand tokens span many files."""
+    import levanter.store.jagged_array as jagged
+
+    from marin.processing import levanter_cache
+
+    monkeypatch.setattr(jagged, "DEFAULT_WRITE_CHUNK_SIZE", 2048)
+    monkeypatch.setattr(jagged, "DEFAULT_CHUNK_SIZE", 512)
+    monkeypatch.setattr(levanter_cache, "TOKENS_PER_WRITE", 1000)
+
+
+def test_data_chunk_files_written_by_write_cache_are_levanters_bytes_over_many_chunks(data, tmp_path, small_chunks):
+    """Our chunk-file writer against SerialCacheWriter fed every row in one write, over 20 chunk files,
+    with an inner chunk and a whole chunk file of zeros (the fill value: not stored) and a partial last chunk."""
+    from levanter.store.cache import CacheMetadata, SerialCacheWriter
+
+    from marin.processing.levanter_cache import write_cache
+
+    root, _ = data
+    encoder = LevanterEncoder(str(root / "tok"))
+    rows = _many_chunk_rows()
+    write_cache(str(tmp_path / "ours"), encoder, [rows[i : i + 7] for i in range(0, len(rows), 7)])
+    metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
+    with SerialCacheWriter(str(tmp_path / "levanter"), encoder.exemplar, metadata=metadata) as writer:
+        writer.write_batch([{"input_ids": r} for r in rows])
+    ours, levanters = tree_bytes(tmp_path / "ours"), tree_bytes(tmp_path / "levanter")
+    files = sorted(rel for rel in ours if rel.startswith("input_ids/data/c/"))
+    assert len(files) >= 10 and "input_ids/data/c/18" not in ours, files  # chunk 18 is all zeros
+    assert ours == levanters
+
+
+def test_write_cache_writes_each_data_chunk_file_once_never_rewriting_it(data, tmp_path, small_chunks):
+    """Tensorstore rewrites a chunk file (a new file renamed over it) on every write landing in it, holding its
+    old and new encodings in memory: the driver's peak grew with the cache up to two compressed 128 Mi-token
+    chunks. Each file must be created once and only appended to, whatever the runs of rows."""
+    from marin.processing.levanter_cache import write_cache
+
+    root, _ = data
+    out = tmp_path / "cache"
+    rows = _many_chunk_rows()
+    seen: dict[str, int] = {}
+
+    def batches():
+        for i in range(0, len(rows), 7):
+            yield rows[i : i + 7]
+            chunks = out / "input_ids" / "data" / "c"
+            for f in chunks.iterdir() if chunks.exists() else []:
+                assert seen.setdefault(f.name, f.stat().st_ino) == f.stat().st_ino, f"{f.name} was rewritten"
+
+    write_cache(str(out), LevanterEncoder(str(root / "tok")), batches())
+    assert len(seen) >= 10, seen
+
+
+def test_a_shard_in_a_process_of_its_own_runs_the_rust_tokenizer_on_its_share_of_cores(data, tmp_path, monkeypatch):
+    """One core per worker process: the Rust calls run serially (no rayon pool of every core per process, whose
+    idle threads spin); the driver's own inline shards keep every core. The environment is restored after."""
+    from marin.processing import levanter_cache
+    from marin.processing import tokenize as step
+
+    root, _ = data
+    encoder = LevanterEncoder(str(root / "tok"))  # Levanter sets TOKENIZERS_PARALLELISM=true where unset
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(encoder.worker_spec()))
+    seen: list[str | None] = []
+    real = levanter_cache.FastEncoder.encode_later
+
+    def spy(self, texts):
+        seen.append(os.environ.get("TOKENIZERS_PARALLELISM"))
+        return real(self, texts)
+
+    monkeypatch.setattr(levanter_cache.FastEncoder, "encode_later", spy)
+    shard_path = str(next((root / "docs").iterdir()))
+    job = step.TokenizeJob(str(spec), False, 16, cores=1)
+    worker = step.tokenize_shard(job, step.TokenizeShard(shard_path, 0.05, str(tmp_path / "worker")))
+    assert seen and set(seen) == {"false"}
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+    seen.clear()
+    levanter_cache.register_encoder(str(spec), encoder)
+    inline = step.tokenize_shard(job, step.TokenizeShard(shard_path, 0.05, str(tmp_path / "inline")))
+    assert seen and set(seen) == {"true"}
+    assert worker == inline
+    for split in ("train", "validation"):
+        assert (tmp_path / f"worker.{split}.npz").read_bytes() == (tmp_path / f"inline.{split}.npz").read_bytes()

@@ -27,10 +27,13 @@ around them. A tokenizer with any other part (a Replace or Strip normalizer, a M
 Split pre-tokenizer, BERT's post-processor, BPE dropout) has no piece framing and is encoded whole,
 as is a text with no such cut point (e.g. one without spaces).
 
-Tensorstore writes the cache to a local folder. For gs:// and s3:// the cache is built in a local
-temporary folder from which each chunk file moves to the bucket as soon as no later write can touch
-it, and the rest at the end with `shard_ledger.json` last: local scratch stays about one write chunk,
-and a finished ledger on the bucket always means a complete cache.
+The cache is written to a local folder: the store's metadata, offsets and ledger by `SerialCacheWriter`,
+the data chunk files by `_ShardedData` with tensorstore's own bytes, an inner chunk at a time, so memory
+does not grow with the cache as it does when tensorstore rewrites a whole chunk file on each write.
+For gs:// and s3:// the cache is built in a local temporary folder from which each chunk file moves to
+the bucket as soon as no later write can touch it, and the rest at the end with `shard_ledger.json`
+last: local scratch stays about one write chunk, and a finished ledger on the bucket always means a
+complete cache.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -244,6 +248,11 @@ def register_encoder(spec_path: str, encoder: LevanterEncoder) -> None:
     _REGISTERED[spec_path] = encoder
 
 
+def is_registered(spec_path: str) -> bool:
+    """Whether `spec_path`'s encoder was registered in this process (the driver's own, shards run inline)."""
+    return spec_path in _REGISTERED
+
+
 def encoder_from_spec(spec_path: str) -> LevanterEncoder | FastEncoder:
     """The encoder a `worker_spec()` saved at `spec_path` describes: the registered one in the process that
     wrote it, else read and built once per process.
@@ -350,14 +359,144 @@ def _build_folder(cache_dir: str) -> Iterator[tuple[str, _Spiller | None]]:
         logger.info("built %s with at most %d bytes of local scratch", cache_dir, spiller.peak_local_bytes)
 
 
+class _ShardedData:
+    """Writes a JaggedArrayStore's `data` chunk files itself, an inner chunk at a time, with tensorstore's bytes.
+
+    The data array is zarr3 with a `sharding_indexed` codec: chunk file k holds write chunk k (W elements)
+    as its inner chunks (I elements each), each encoded by the inner codecs (bytes, blosc) and laid end to
+    end in order, then the index (offset and length per inner chunk, all ones for one not stored, encoded
+    by the index codecs: bytes and crc32c). An inner chunk all of the fill value is not stored, and a chunk
+    file with no stored inner chunk is not written. Tensorstore rewrites the whole chunk file on every write
+    that lands in it, holding its old and new encodings at once (two compressed write chunks: up to ~430 MB
+    for Levanter's 128 Mi tokens) and taking quadratic time in the writes per chunk. Here each inner chunk
+    is encoded once, by tensorstore itself (a zarr3 array of one inner chunk with the same codecs, on a
+    memory kvstore), and appended to its chunk file; the index is encoded the same way when the file is
+    full or the cache ends. Memory stays at one inner chunk plus the run being appended.
+    """
+
+    def __init__(self, array_dir: str, meta: dict):
+        import tensorstore as ts
+
+        shard = meta["codecs"][0]["configuration"]
+        self.dir = array_dir
+        self.width = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+        self.inner = int(shard["chunk_shape"][0])
+        self.per_file = self.width // self.inner
+        self.dtype = np.dtype(meta["data_type"]).newbyteorder("<")
+        context = ts.Context()
+        self._kv = ts.KvStore.open({"driver": "memory"}, context=context).result()
+
+        def array(name: str, shape: list[int], codecs: list, data_type: str, fill_value):
+            metadata = {
+                "shape": shape,
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": shape}},
+                "chunk_key_encoding": {"name": "default"},
+                "codecs": codecs,
+                "data_type": data_type,
+                "fill_value": fill_value,
+                "node_type": "array",
+                "zarr_format": 3,
+            }
+            spec = {"driver": "zarr3", "kvstore": {"driver": "memory", "path": f"{name}/"}, "metadata": metadata}
+            return ts.open(spec, create=True, context=context).result()
+
+        self._fill_value = meta["fill_value"]
+        self._chunk = array("chunk", [self.inner], shard["codecs"], meta["data_type"], self._fill_value)
+        self._index = array("index", [self.per_file, 2], shard["index_codecs"], "uint64", 0)
+        self._buf = np.full(self.inner, self._fill_value, dtype=self.dtype)
+        self._filled = 0
+        self._chunks = 0
+        self._file = None
+        self._offset = 0
+        self._entries = np.full((self.per_file, 2), np.iinfo(np.uint64).max, dtype=np.uint64)
+
+    @staticmethod
+    def layout_known(meta: dict) -> bool:
+        """Whether `meta` (a zarr.json) is the one-dimensional sharded layout this writer reproduces."""
+        codecs = meta.get("codecs") or []
+        if len(codecs) != 1 or codecs[0].get("name") != "sharding_indexed":
+            return False
+        shard = codecs[0].get("configuration", {})
+        width = meta.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [])
+        inner = shard.get("chunk_shape", [])
+        return (
+            len(width) == 1
+            and len(inner) == 1
+            and width[0] % inner[0] == 0
+            and shard.get("index_location", "end") == "end"
+            and meta.get("chunk_key_encoding") == {"name": "default"}
+            and meta.get("data_type") in ("int32", "int64", "uint32", "uint64")
+        )
+
+    def extend(self, data: np.ndarray) -> None:
+        pos = 0
+        while pos < len(data):
+            n = min(self.inner - self._filled, len(data) - pos)
+            self._buf[self._filled : self._filled + n] = data[pos : pos + n]
+            self._filled += n
+            pos += n
+            if self._filled == self.inner:
+                self._flush_chunk()
+
+    def _flush_chunk(self) -> None:
+        slot = self._chunks % self.per_file
+        self._chunk.write(self._buf).result()
+        encoded = self._kv.read("chunk/c/0").result()
+        if encoded.state == "value":
+            if self._file is None:
+                path = os.path.join(self.dir, "c", str(self._chunks // self.per_file))
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                self._file = open(path, "wb")  # noqa: SIM115  (closed by _end_file)
+                self._offset = 0
+            self._file.write(encoded.value)
+            self._entries[slot] = (self._offset, len(encoded.value))
+            self._offset += len(encoded.value)
+        self._buf[:] = self._fill_value
+        self._filled = 0
+        self._chunks += 1
+        if slot == self.per_file - 1:
+            self._end_file()
+
+    def _end_file(self) -> None:
+        """Write the current chunk file's index and close it."""
+        if self._file is not None:
+            self._index.write(self._entries).result()
+            self._file.write(self._kv.read("index/c/0/0").result().value)
+            self._file.close()
+            self._file = None
+        self._entries[:] = np.iinfo(np.uint64).max
+
+    def finish(self) -> None:
+        if self._filled:
+            self._flush_chunk()
+        if self._chunks % self.per_file:
+            self._end_file()
+
+
+def _direct_store(writer, folder: str) -> tuple[Any, _ShardedData] | None:
+    """The writer's `input_ids` JaggedArrayStore and a `_ShardedData` for its data, when its layout is known."""
+    tree = writer._tree_store.tree
+    if not isinstance(tree, dict) or set(tree) != {"input_ids"} or tree["input_ids"].shapes is not None:
+        return None
+    data_dir = os.path.join(folder, "input_ids", "data")
+    with open(os.path.join(data_dir, "zarr.json")) as f:
+        meta = json.load(f)
+    if not _ShardedData.layout_known(meta):
+        return None
+    return tree["input_ids"], _ShardedData(data_dir, meta)
+
+
 def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequence[np.ndarray]]) -> int:
     """Write a finished Levanter cache of the rows in `batches` (replacing any cache there); returns rows.
 
-    Rows are handed to the writer in runs of about TOKENS_PER_WRITE tokens whatever the batches are:
-    each write rewrites the store's current chunk file, so many small writes cost quadratic time, and
-    each run is held twice (the rows, then Levanter's concatenated batch), so large runs cost memory
-    (4 Mi tokens: ~50 MB; 16 Mi tokens peaked ~270 MB higher at 50 MB of text). On a
-    bucket, finished chunk files move there after each write (see `_Spiller`).
+    Levanter's `SerialCacheWriter` creates the store (its `zarr.json` files) and writes `shard_ledger.json`.
+    The offsets (row ends, with the row count at index 0) go through its tensorstore arrays in runs of
+    about TOKENS_PER_WRITE tokens whatever the batches are (each write rewrites the offsets' chunk file);
+    the tokens go to `_ShardedData`, which writes the data chunk files with the bytes tensorstore writes, in
+    memory bounded by one run (~50 MB: the rows, then their concatenation) whatever the cache size. A store
+    of another layout goes through `write_batch` as is. The bytes are those of `SerialCacheWriter` fed
+    every row in one `write_batch` (tests/test_tokenize.py). On a bucket, finished chunk files move there
+    after each run (see `_Spiller`).
     """
     from levanter.store.cache import CacheMetadata, SerialCacheWriter
 
@@ -365,6 +504,7 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
     with _build_folder(cache_dir) as (folder, spiller):
         metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
         with SerialCacheWriter(folder, encoder.exemplar, metadata=metadata) as writer:
+            direct = _direct_store(writer, folder)
             pending: list[np.ndarray] = []
             pending_tokens = 0
             for batch in itertools.chain(batches, [None]):
@@ -372,12 +512,22 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
                     pending.extend(batch)
                     pending_tokens += sum(len(ids) for ids in batch)
                 if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
-                    writer.write_batch([{"input_ids": ids} for ids in pending])
+                    if direct is None:
+                        writer.write_batch([{"input_ids": ids} for ids in pending])
+                    else:
+                        store, data = direct
+                        ends = tokens + np.cumsum([len(ids) for ids in pending], dtype=np.int64)
+                        data.extend(np.concatenate(pending).astype(data.dtype, copy=False))
+                        store.offsets[rows + 1 : rows + 1 + len(pending)].write(ends).result()
+                        store.offsets[0].write(rows + len(pending)).result()
+                        store._cached_num_rows, store._cached_data_size = rows + len(pending), int(ends[-1])
                     rows += len(pending)
                     tokens += pending_tokens
                     pending, pending_tokens = [], 0
                     if spiller is not None:
                         spiller.spill(rows, tokens)
+            if direct is not None:
+                direct[1].finish()
     logger.info("wrote Levanter cache %s (%d rows, tokenizer %s)", cache_dir, rows, encoder.tokenizer_path)
     return rows
 
