@@ -4,7 +4,8 @@
         [--also LABEL=OTHER_TREE]
 
 Each round runs, in this order and each in a fresh process on a fresh prefix: the older tree, each `--also`
-tree (MARIN_FSYNC=0), this tree with MARIN_FSYNC=0, this tree (fsync on). Medians and per-round ratios resist a shared machine's load
+tree (MARIN_FSYNC=0), this tree with MARIN_FSYNC=0, this tree (fsync on). It prints wall seconds and the
+CPU seconds of the run's process (all its threads), the figure that a loaded machine moves least. Medians and per-round ratios resist a shared machine's load
 better than the full harness (benchmarks/executor_compare.sh), whose phases run minutes apart.
 """
 
@@ -28,18 +29,19 @@ import dag
 import marin.execution as api
 shape, n = {shape!r}, {n}
 steps = dag.build_chain(api, n) if shape == "chain" else dag.build_layered(api, n)
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 api.Executor({prefix!r}, backend="local").run(steps)
-print(json.dumps({{"s": time.perf_counter() - t}}))
+print(json.dumps({{"s": time.perf_counter() - t, "cpu": time.process_time() - cpu}}))
 """
 
 
-def one(tree: str, fsync: str, shape: str, n: int) -> float:
+def one(tree: str, fsync: str, shape: str, n: int) -> dict:
+    """One first run in a fresh process: {"s": wall seconds, "cpu": CPU seconds of all its threads}."""
     with tempfile.TemporaryDirectory() as prefix:
         code = ONE_RUN.format(bench=BENCH, shape=shape, n=n, prefix=prefix)
         env = dict(os.environ, PYTHONPATH=tree, MARIN_FSYNC=fsync, RAY_AUTH_MODE="disabled")
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        return json.loads(out.stdout.strip().splitlines()[-1])["s"]
+        return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -60,19 +62,21 @@ def main() -> None:
     configs |= {"staging": (ROOT, "0"), "fsync": (ROOT, "1")}
     for spec in args.shape or ["chain:200", "layered:1000"]:
         shape, n = spec.split(":")
-        times: dict[str, list[float]] = {label: [] for label in configs}
+        runs: dict[str, list[dict]] = {label: [] for label in configs}
         for _ in range(args.rounds):
             for label, (tree, fsync) in configs.items():
-                times[label].append(one(tree, fsync, shape, int(n)))
-        base = statistics.median(times["before"])
-        cells = []
-        for label, values in times.items():
-            ratios = [v / b for v, b in zip(values, times["before"], strict=True)]
-            cells.append(
-                f"{label} {statistics.median(values):.3f} s (x{statistics.median(values) / base:.2f}; "
-                f"per-round x{statistics.median(ratios):.2f})"
-            )
-        print(f"first run, {shape} {n}, {args.rounds} rounds: " + "; ".join(cells), flush=True)
+                runs[label].append(one(tree, fsync, shape, int(n)))
+        for figure, unit in (("s", "s"), ("cpu", "CPU s")):
+            times = {label: [r[figure] for r in values] for label, values in runs.items()}
+            base = statistics.median(times["before"])
+            cells = []
+            for label, values in times.items():
+                ratios = [v / b for v, b in zip(values, times["before"], strict=True)]
+                cells.append(
+                    f"{label} {statistics.median(values):.3f} {unit} (x{statistics.median(values) / base:.2f}; "
+                    f"per-round x{statistics.median(ratios):.2f})"
+                )
+            print(f"first run, {shape} {n}, {args.rounds} rounds, {unit}: " + "; ".join(cells), flush=True)
 
 
 if __name__ == "__main__":

@@ -133,7 +133,7 @@ def test_node_types_the_autoscaler_can_add_count_at_plan_time(cluster):
     from ray.core.generated import autoscaler_pb2
     from ray.experimental.internal_kv import _internal_kv_del, _internal_kv_put
 
-    from marin.execution.backends import RayBackend
+    from marin.execution.backends import Backend
 
     config = autoscaler_pb2.ClusterConfig()
     group = config.node_group_configs.add(name="gpu_worker", max_count=8)
@@ -142,7 +142,7 @@ def test_node_types_the_autoscaler_can_add_count_at_plan_time(cluster):
     key = ray._raylet.GCS_AUTOSCALER_CLUSTER_CONFIG_KEY.encode()
     _internal_kv_put(key, config.SerializeToString(), namespace=namespace)
     try:
-        backend = RayBackend(cluster.address)
+        backend = Backend("ray", cluster.address)
         backend.check_resources("train/gpu", ResourceConfig(gpu=1, accelerator_type="a100"))
         with pytest.raises(ValueError, match=r"'train/h100' can never run.*node type gpu_worker: "):
             backend.check_resources("train/h100", ResourceConfig(gpu=1, accelerator_type="H100"))
@@ -151,10 +151,10 @@ def test_node_types_the_autoscaler_can_add_count_at_plan_time(cluster):
 
 
 def test_launcher_config_node_types_count_at_plan_time(cluster, monkeypatch):
-    from marin.execution.backends import RayBackend
+    from marin.execution.backends import Backend
 
     monkeypatch.setenv("MARIN_AUTOSCALING_CONFIG", os.path.join(REPO, "infra", "marin-cluster-gcp.yaml"))
-    backend = RayBackend(cluster.address)
+    backend = Backend("ray", cluster.address)
     backend.check_resources("train/tpu", ResourceConfig(tpu=4, accelerator_type="TPU-V4"))
     with pytest.raises(ValueError, match=r"'train/v5' can never run.*node type tpu_worker: "):
         backend.check_resources("train/v5", ResourceConfig(tpu=4, accelerator_type="TPU-V5P"))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from marin.execution.records import StepInfo
 from marin.execution.status import lease_path, read_status
 from marin.execution.step_runner import StepTask, execute_step
 from tests.cluster_steps import ProbeConfig, probe, read_lines
@@ -15,11 +16,12 @@ from tests.ray_nodes import REPO
 
 RUNNER = """
 import sys
+from marin.execution.records import StepInfo
 from marin.execution.step_runner import StepTask, execute_step
 from tests.cluster_steps import ProbeConfig, probe
 out, inv = sys.argv[1], sys.argv[2]
 config = ProbeConfig(tag="t", invocations=inv, sleep_s=60.0, output_path=out)
-execute_step(StepTask("sig/step", out, probe, config, {"name": "sig/step"}, capture="process"))
+execute_step(StepTask("sig/step", out, probe, config, StepInfo(name="sig/step"), capture="process"))
 """
 
 
@@ -36,6 +38,6 @@ def test_sigterm_releases_the_lease_and_leaves_the_step_for_the_next_runner(tmp_
     assert not os.path.exists(lease_path(out))
 
     config = ProbeConfig(tag="t", invocations=inv, sleep_s=0.0, output_path=out)
-    outcome = execute_step(StepTask("sig/step", out, probe, config, {"name": "sig/step"}))
+    outcome = execute_step(StepTask("sig/step", out, probe, config, StepInfo(name="sig/step")))
     assert outcome.status == "SUCCESS" and outcome.attempt == 2
     assert len(read_lines(inv)) == 2

@@ -1,4 +1,7 @@
-"""Adapter of the executor benchmark for this project's executor (`marin.execution.Executor`, local backend)."""
+"""Adapter of the executor benchmark for this project's executor (`marin.execution.Executor`, local backend).
+
+`benchmarks/ray_adapter.py` is the same adapter with `backend="ray"`: every function here takes the backend.
+"""
 
 from __future__ import annotations
 
@@ -13,16 +16,16 @@ def import_api():
     return api
 
 
-def plan(api, steps, prefix):
-    return api.Executor(prefix=prefix, backend="local").plan(steps)
+def plan(api, steps, prefix, backend="local"):
+    return api.Executor(prefix=prefix, backend=backend).plan(steps)
 
 
-def dry_run(api, steps, prefix):
-    return api.Executor(prefix=prefix, backend="local").run(steps, dry_run=True)
+def dry_run(api, steps, prefix, backend="local"):
+    return api.Executor(prefix=prefix, backend=backend).run(steps, dry_run=True)
 
 
-def run(api, steps, prefix, max_concurrent=None):
-    return api.Executor(prefix=prefix, backend="local", max_concurrent=max_concurrent).run(steps)
+def run(api, steps, prefix, max_concurrent=None, backend="local"):
+    return api.Executor(prefix=prefix, backend=backend, max_concurrent=max_concurrent).run(steps)
 
 
 def describe():

@@ -39,6 +39,7 @@ from marin.execution.lease import (
     same_holder,
     try_acquire,
 )
+from marin.execution.status import read_status
 from marin.storage import (
     create_if_absent,
     delete,
@@ -57,7 +58,6 @@ from marin.storage.layout import (
     State,
     lease_path,
     logs_dir,
-    status_path,
 )
 from marin.storage.local import TEMP_PREFIX
 from marin.storage.staging import adopt, attempts, discard, discard_all, staging_path
@@ -66,6 +66,7 @@ logger = logging.getLogger(__name__)
 
 
 def next_attempt(output_path: str) -> int:
+    """The number after the highest attempt whose log is in the step's logs folder."""
     numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
     return max(numbers, default=0) + 1
 
@@ -73,14 +74,6 @@ def next_attempt(output_path: str) -> int:
 def bind_output(config: Any, staging: str) -> Any:
     """`config` with its `this_output_path()` markers filled with the attempt's folder `staging`."""
     return resolve_markers(config, None, staging)
-
-
-def claim_attempt(output_path: str) -> int:
-    """The next attempt number, claimed by creating its log file (two runners never share one)."""
-    attempt = next_attempt(output_path)
-    while create_if_absent(f"{logs_dir(output_path)}/{attempt:03d}.log", b"") is None:
-        attempt += 1
-    return attempt
 
 
 @dataclass(frozen=True)
@@ -106,7 +99,9 @@ def start_attempt(out: str, owner: str, fresh: bool, took_over: bool = False) ->
     if took_over:
         remove_orphaned_temps(out)
         remove_orphaned_temps(logs_dir(out))
-    number = claim_attempt(out)
+    number = next_attempt(out)
+    while create_if_absent(f"{logs_dir(out)}/{number:03d}.log", b"") is None:  # claimed: two never share one
+        number += 1
     staging = staging_path(out, f"{number:03d}-{owner[:8]}")
     earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
     keep = None if fresh or not earlier else earlier[-1]
@@ -124,29 +119,35 @@ _cleanups_lock = threading.Lock()
 _cleaner = None
 
 
-def discard_attempts(out: str, lease: Lease | None = None) -> None:
+CLEANUP_THREADS = 8
+"""Threads that remove succeeded steps' attempt folders and release their leases. Several, because on a file
+system mounted with `discard` (common on cloud disks) each `rmdir` and `unlink` waits ~3 ms for the device:
+one thread removes ~300 folders a second, fewer than a run of small steps finishes, and its backlog (with
+the deferred leases the keeper heartbeats) would grow with the run (docs/benchmarks.md)."""
+
+
+def discard_attempts(out: str, lease: Lease) -> None:
     """Removes a succeeded step's attempt folders in the background, then releases its `lease` (kept past
-    the runner's `with` until then): removing a folder costs a few ms locally, which a chain of small steps
-    would otherwise wait for step after step."""
+    the runner's `with`, and heartbeated, until then): removing a folder costs a few ms even locally, which
+    a chain of small steps would otherwise wait for step after step. The lease is released only after the
+    folders are gone, which is what lets the sweep tell a runner that died before cleaning up."""
     global _cleaner
     import concurrent.futures
 
-    if lease is not None:
-        lease.defer_release()
+    lease.defer_release()
     with _cleanups_lock:
         if _cleaner is None:
-            _cleaner = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="marin-cleanup")
+            _cleaner = concurrent.futures.ThreadPoolExecutor(CLEANUP_THREADS, thread_name_prefix="marin-cleanup")
         _cleanups.append(_cleaner.submit(_discard_now, out, lease))
 
 
-def _discard_now(out: str, lease: Lease | None = None) -> None:
+def _discard_now(out: str, lease: Lease) -> None:
     try:
         discard_all(out)
     except Exception as exc:
         logger.warning("could not remove the attempt folders of %s (they stay; harmless): %s", out, exc)
     finally:
-        if lease is not None:
-            lease.release()
+        lease.release()
 
 
 def finish_cleanups() -> None:
@@ -249,20 +250,16 @@ def sweep_step(out: str, gone=holder_is_gone) -> bool:
     removed = False
     if temps:
         removed = remove_orphaned_temps(out) > 0
-    if not stale or STATUS_FILE not in names or _status(out) != State.SUCCESS:
+    if not stale or STATUS_FILE not in names or read_status(out) != State.SUCCESS:
         return removed
     claim = try_acquire(lease_path(out), new_owner_id(), _SEEN, gone=gone, log_takeover=False)
     if isinstance(claim, LeaseHeld):
         return removed
     with claim:
         claim.thread_id = None
-        if _status(out) == State.SUCCESS:
+        if read_status(out) == State.SUCCESS:
             remove_orphaned_temps(logs_dir(out))
             discard_all(out)
             removed = True
             logger.info("%s: removed the attempt folders and the lease a dead runner left beside its SUCCESS", out)
     return removed
-
-
-def _status(out: str) -> State | None:
-    return State.parse(read_bytes(status_path(out)))

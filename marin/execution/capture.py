@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import threading
 
 from marin.execution.redaction import redact_text
@@ -80,6 +81,8 @@ class _ThreadSinkHandler(logging.Handler):
 
 _ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|[@-Z\\-_])")
 _BREAK = re.compile(r"(\r\n|\r|\n)")
+LOG_MIRROR_S = 5.0
+"""How often a log on a bucket is copied there from its local file while it is written."""
 PENDING_LIMIT = 1 << 16
 """A partial line longer than this is written out without waiting for its end."""
 
@@ -208,3 +211,46 @@ def capture_process(log_path: str):
         os.close(saved_out)
         os.close(saved_err)
         os.close(fd)
+
+
+@contextlib.contextmanager
+def capture_into(log_path: str, process: bool):
+    """Captures into the log `log_path`: the whole process (`capture_process`), else this thread's prints
+    and log records (`capture_thread`). On a local disk the log is the file itself; on a bucket a temporary
+    file, copied to `log_path` every LOG_MIRROR_S (so the browser can follow a running step) and at the end."""
+    from marin.storage import is_local, makedirs, strip_protocol, write_bytes
+
+    stop = threading.Event()
+    if is_local(log_path):
+        local, mirror = strip_protocol(log_path), None
+        makedirs(os.path.dirname(local))
+    else:
+        fd, local = tempfile.mkstemp(prefix="marin-log-", suffix=".log")
+        os.close(fd)
+
+        def copy():
+            with open(local, "rb") as f:
+                write_bytes(log_path, f.read())
+
+        def copy_until_stopped():
+            while not stop.wait(LOG_MIRROR_S):
+                with contextlib.suppress(Exception):
+                    copy()
+
+        mirror = threading.Thread(target=copy_until_stopped, daemon=True, name="marin-log-mirror")
+        mirror.start()
+    try:
+        if process:
+            with capture_process(local):
+                yield
+        else:
+            with open(local, "a", encoding="utf-8", buffering=1) as f, capture_thread(f):
+                yield
+    finally:
+        if mirror is not None:
+            stop.set()
+            mirror.join()
+            try:
+                copy()
+            finally:
+                os.unlink(local)

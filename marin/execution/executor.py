@@ -11,6 +11,7 @@ already SUCCESS is never run again; one FAILED is rerun only with `force_run_fai
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import logging
@@ -35,7 +36,7 @@ from marin.execution.lease import check_settings
 from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
-from marin.execution.records import experiment_hash, experiment_record, step_record, utc_now
+from marin.execution.records import experiment_hash, experiment_record, step_info, utc_now
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
@@ -136,8 +137,6 @@ class Executor:
         self.script = script if script is not None else default_script
         self.record_extra = record_extra or {}
         self.cache_from = cache_from
-        self._reusable: set[PlannedStep] = set()
-        self._references: dict[ExecutorStep, tuple[str, dict]] = {}
         self.allow_credentials_in_patch = allow_credentials_in_patch
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
@@ -186,22 +185,24 @@ class Executor:
                     fingerprints[p] = orjson.loads(data)["code_fingerprint"] if data else None
                 except (ValueError, KeyError):
                     fingerprints[p] = None
+
+        def act(d: StepDecision, reusable: bool = False) -> Action:
+            rerun = d.code_changed and rerun_code_changed
+            return action_for(d.state, force_run_failed=force_run_failed, rerun_succeeded=rerun, reusable=reusable)
+
         decisions = []
         for planned, state in zip(selected, states, strict=True):
-            code_changed = (
-                planned in fingerprints
-                and fingerprints[planned] is not None
-                and fingerprints[planned] != code_fingerprint(planned.step.fn)
-            )
-            rerun = code_changed and rerun_code_changed
-            action = action_for(state, force_run_failed=force_run_failed, rerun_succeeded=rerun)
-            decisions.append(
-                StepDecision(
-                    planned, state, action, _reason(state, action, code_changed, new_reasons.get(planned)), code_changed
-                )
-            )
+            fingerprint = fingerprints.get(planned)
+            changed = fingerprint is not None and fingerprint != code_fingerprint(planned.step.fn)
+            d = StepDecision(planned, state, Action.RUN, "", changed)
+            d.action = act(d)
+            d.reason = _reason(state, d.action, d.code_changed, new_reasons.get(planned))
+            decisions.append(d)
         if self.cache_from is not None:
-            plan_reuse(decisions, plan, self.cache_from)
+            candidates = [d for d in decisions if act(d, reusable=True) is Action.REUSE]
+            reusable = plan_reuse(candidates, plan, self.cache_from)
+            for d in candidates:
+                d.action = act(d, reusable=d.planned in reusable)
         return decisions
 
     def run(
@@ -228,7 +229,7 @@ class Executor:
                 "the code behind %d succeeded step(s) changed since they ran (kept; --rerun_code_changed "
                 "reruns them): %s",
                 len(changed),
-                ", ".join(changed[:10]) + (" ..." if len(changed) > 10 else ""),
+                _listed(changed, 10),
             )
         record_path = self.record_path(plan)
         started = utc_now()
@@ -249,9 +250,9 @@ class Executor:
                 for d in decisions
                 if outcomes[d.planned].status in (Outcome.INTERRUPTED, Outcome.NOT_RUN)
             ]
-            shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             print(
-                f"interrupted: {len(left)} step(s) left unfinished ({shown}); run the same command again to resume",
+                f"interrupted: {len(left)} step(s) left unfinished ({_listed(left, 5)}); "
+                "run the same command again to resume",
                 file=sys.stderr,
                 flush=True,
             )
@@ -264,9 +265,7 @@ class Executor:
         print_summary(plan, decisions, outcomes, record_path)
         failed = [d.planned for d in decisions if not outcomes[d.planned].ok]
         if failed:
-            names = ", ".join(p.name for p in failed[:10]) + (
-                f" and {len(failed) - 10} more" if len(failed) > 10 else ""
-            )
+            names = _listed([p.name for p in failed], 10)
             raise ExecutorRunError(f"{len(failed)} step(s) did not succeed: {names}", result)
         return result
 
@@ -318,10 +317,7 @@ class Executor:
     ) -> tuple[dict[PlannedStep, StepOutcome], bool]:
         """Every selected step's outcome, and whether Ctrl-C stopped the run."""
         outcomes: dict[PlannedStep, StepOutcome] = {}
-        interrupted = False
         pending: list[PlannedStep] = []
-        self._reusable = {d.planned for d in decisions if d.action is Action.REUSE}
-        rerun_succeeded = {d.planned for d in decisions if d.action is Action.RUN and d.state == SUCCESS}
         for d in decisions:
             if d.action is Action.SKIP:
                 outcomes[d.planned] = StepOutcome(Outcome.SKIPPED)
@@ -332,80 +328,69 @@ class Executor:
                 )
             else:
                 pending.append(d.planned)
-        inputs = {dep for p in pending for dep in p.dependencies}
-        self._references = read_references(
-            [d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs]
-        )
-        if not pending and not any(o.status is Outcome.FAILED for o in outcomes.values()):
+        if not pending:
             return outcomes, False
+        inputs = {dep for p in pending for dep in p.dependencies}
+        references = read_references([d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs])
+        tasks = {d.planned: (d.action, d.state == SUCCESS) for d in decisions if d.planned not in outcomes}
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
         for p in pending:
             for dep in p.dependencies:
                 dependents.setdefault(dep, []).append(p)
         waiting_on = {
-            p: sum(1 for dep in p.dependencies if dep not in outcomes or not outcomes[dep].ok) for p in pending
+            p: sum(1 for dep in p.dependencies if not (dep in outcomes and outcomes[dep].ok)) for p in pending
         }
         for failed, outcome in list(outcomes.items()):
             if outcome.status is Outcome.FAILED:
                 self._fail_downstream(failed, dependents, outcomes, plan)
 
-        backend = None
+        from marin.execution.backends import Backend
+
+        backend = Backend(self.backend_kind, self.ray_address, self.max_concurrent)
         marker = RunMarker.begin(self.prefix, run["run_id"], [p.output_path for p in pending])
         in_flight: dict = {}
-        t_start = time.monotonic()
-        done_count = 0
-        total = len(pending)
+        interrupted, t_start, done = False, time.monotonic(), 0
         try:
-            ready = [p for p in pending if waiting_on[p] == 0 and p not in outcomes]
-            if ready or pending:
-                from marin.execution.backends import make_backend
-
-                backend = make_backend(self.backend_kind, self.ray_address, self.max_concurrent)
-                for p in pending:
-                    backend.check_resources(p.name, p.step.resources)
-            limit = self.max_concurrent or len(pending) or 1
+            for p in pending:
+                backend.check_resources(p.name, p.step.resources)
+            ready = collections.deque(p for p in pending if waiting_on[p] == 0 and p not in outcomes)
+            limit = self.max_concurrent or len(pending)
             while ready or in_flight:
                 while ready and len(in_flight) < limit:
-                    p = ready.pop(0)
-                    task = self._task(p, plan, force_run_failed, p in rerun_succeeded, run)
+                    p = ready.popleft()
+                    action, rerun = tasks[p]
+                    task = self._task(p, plan, force_run_failed, rerun, run, action is Action.REUSE, references)
                     in_flight[backend.submit(task, p.step.resources)] = p
-                if not in_flight:
-                    break
                 finished = backend.wait_any(list(in_flight), timeout=PROGRESS_EVERY_S)
                 if not finished:
-                    running = ", ".join(sorted(p.relative_output_path for p in in_flight.values())[:5])
+                    running = sorted(p.relative_output_path for p in in_flight.values())
                     logger.info(
-                        "[%d/%d %.0fs] running: %s%s",
-                        done_count,
-                        total,
-                        time.monotonic() - t_start,
-                        running,
-                        " ..." if len(in_flight) > 5 else "",
+                        "[%d/%d %.0fs] running: %s", done, len(pending), time.monotonic() - t_start, _listed(running, 5)
                     )
                 for handle, outcome in finished:
                     p = in_flight.pop(handle)
                     outcomes[p] = outcome
                     origin = outcome.extra.get("reused_from") or {}
                     if origin.get("mode") == "reference":
-                        self._references[p.step] = (origin["path"], {})
-                    done_count += 1
-                    self._progress(p, outcome, done_count, total, t_start)
-                    if outcome.ok:
-                        for child in dependents.get(p, []):
-                            waiting_on[child] -= 1
-                            if waiting_on[child] == 0 and child not in outcomes:
-                                ready.append(child)
-                    else:
+                        references[p.step] = (origin["path"], {})
+                    done += 1
+                    self._progress(p, outcome, done, len(pending), t_start)
+                    if not outcome.ok:
                         self._fail_downstream(p, dependents, outcomes, plan)
+                        continue
+                    for child in dependents.get(p, []):
+                        waiting_on[child] -= 1
+                        if waiting_on[child] == 0 and child not in outcomes:
+                            ready.append(child)
         except KeyboardInterrupt:
             interrupted = True
             logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
-            for handle, outcome in backend.interrupt(list(in_flight)) if backend is not None else []:
+            for handle, outcome in backend.interrupt(list(in_flight)):
                 outcomes[in_flight.pop(handle)] = outcome
             for p in in_flight.values():
                 outcomes[p] = StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)
         finally:
-            if backend is not None and not interrupted:
+            if not interrupted:
                 backend.shutdown()
             finish_cleanups()
             marker.end()
@@ -422,24 +407,33 @@ class Executor:
                 continue
             outcomes[child] = StepOutcome(Outcome.DEP_FAILED, error="a dependency failed")
             try:
-                mark_dep_failed(child.output_path, step_record(child, plan))
+                mark_dep_failed(child.output_path, step_info(child, plan))
             except Exception as exc:
                 logger.warning("could not mark %s DEP_FAILED: %s", child.output_path, exc)
             stack.extend(dependents.get(child, []))
 
-    def _task(self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun_succeeded: bool, run: dict) -> StepTask:
-        resources = p.step.resources
-        referenced = {d.step: self._references[d.step] for d in p.dependencies if d.step in self._references}
+    def _task(
+        self,
+        p: PlannedStep,
+        plan: Plan,
+        force_run_failed: bool,
+        rerun_succeeded: bool,
+        run: dict | None = None,
+        reuse: bool = False,
+        references: dict | None = None,
+    ) -> StepTask:
+        resources, references = p.step.resources, references or {}
+        referenced = {d.step: references[d.step] for d in p.dependencies if d.step in references}
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
             config=attempt_config(p, plan, paths={k: v[0] for k, v in referenced.items()}),
-            info={**step_record(p, plan), "run": run},
+            info=step_info(p, plan, run),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun_succeeded,
-            reuse=self.cache_from if p in self._reusable and not rerun_succeeded else None,
+            reuse=self.cache_from if reuse else None,
             references=[v for v in referenced.values() if v[1]],
         )
 
@@ -457,6 +451,10 @@ class Executor:
                 p.relative_output_path,
                 detail,
             )
+
+
+def _listed(names: list[str], limit: int) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def steps_to_run(decisions: list[StepDecision]) -> list[PlannedStep]:

@@ -27,8 +27,6 @@ import contextlib
 import logging
 import os
 import socket
-import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -44,8 +42,6 @@ GANG_RESTARTS = RAY_SYSTEM_RETRIES
 DEATH_GRACE_S = 30.0
 """After a host raised, how long to watch the others for a death (a peer's death makes the survivors'
 collectives raise: that is a restart, not a failure of the step); env `MARIN_GANG_DEATH_GRACE_S`."""
-LOG_MIRROR_S = 5.0
-"""How often a host's log is copied to a bucket while it runs."""
 
 
 @dataclass(frozen=True)
@@ -88,8 +84,10 @@ class GangHost:
         return f"{_node_ip()}:{port}"
 
     def run(self, fn, config, coordinator: str, log_path: str) -> None:
+        from marin.execution.capture import capture_into
+
         os.environ[COORDINATOR_ENV] = coordinator
-        with _host_log(log_path):
+        with capture_into(log_path, process=True):
             logger.info(
                 "gang host %s of %s (pid %d), coordinator %s",
                 os.environ[HOST_ENV],
@@ -104,43 +102,6 @@ def _node_ip() -> str:
     import ray
 
     return ray.util.get_node_ip_address()
-
-
-@contextlib.contextmanager
-def _host_log(log_path: str):
-    """Captures this process's output into `log_path`: directly on a local disk, else mirrored to the bucket."""
-    from marin.execution.capture import capture_process
-    from marin.storage import is_local, makedirs, strip_protocol, write_bytes
-
-    if is_local(log_path):
-        local = strip_protocol(log_path)
-        makedirs(os.path.dirname(local))
-        with capture_process(local):
-            yield
-        return
-    fd, local = tempfile.mkstemp(prefix="marin-gang-", suffix=".log")
-    os.close(fd)
-    stop = threading.Event()
-
-    def mirror():
-        with open(local, "rb") as f:
-            write_bytes(log_path, f.read())
-
-    def mirror_until_stopped():
-        while not stop.wait(LOG_MIRROR_S):
-            with contextlib.suppress(Exception):
-                mirror()
-
-    thread = threading.Thread(target=mirror_until_stopped, daemon=True, name="marin-gang-log")
-    thread.start()
-    try:
-        with capture_process(local):
-            yield
-    finally:
-        stop.set()
-        thread.join()
-        mirror()
-        os.unlink(local)
 
 
 def run_gang(spec: GangSpec, fn, config, log_prefix: str) -> None:

@@ -22,6 +22,7 @@ here comes from an injectable `Clock`, so tests skew it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import logging
 import os
@@ -115,13 +116,7 @@ class Identity:
         )
 
     def fields(self) -> dict:
-        return {
-            "host": self.host,
-            "boot": self.boot,
-            "pid_ns": self.pid_ns,
-            "pid": self.pid,
-            "pid_started": self.pid_started,
-        }
+        return dataclasses.asdict(self)
 
 
 _me: Identity | None = None
@@ -171,6 +166,7 @@ class LeaseHeld:
     owner: str
     host: str | None
     age_s: float
+    """Seconds since its last heartbeat by the holder's wall clock (for messages: staleness never reads it)."""
     version: str
 
 
@@ -188,8 +184,6 @@ class Lease:
     lost: threading.Event = field(default_factory=threading.Event)
     thread_id: int | None = None
     """The thread a lost lease interrupts (the one that entered the `with`); None: no interrupt."""
-    on_tick: object = None
-    """Called by the keeper before each heartbeat (mirroring a log to a bucket)."""
     last_refresh: float | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     released: bool = False
@@ -382,14 +376,8 @@ class _Keeper:
             with self._lock:
                 leases = list(self._leases)
             for lease in leases:
-                if lease.lost.is_set():
-                    continue
-                if callable(lease.on_tick):
-                    try:
-                        lease.on_tick()
-                    except Exception as exc:
-                        logger.debug("lease tick callback failed: %s", exc)
-                lease.heartbeat_or_interrupt()
+                if not lease.lost.is_set():
+                    lease.heartbeat_or_interrupt()
 
 
 _keeper = _Keeper()

@@ -66,6 +66,31 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
     return record
 
 
+@dataclasses.dataclass
+class StepInfo(StepRecord):
+    """A step's `.executor_info`: its `StepRecord`, the run that wrote it, where a reused output came from."""
+
+    run: dict | None = None
+    """The run that wrote it (`run_provenance`); None (left out) for a step marked DEP_FAILED."""
+    reused_from: dict | None = None
+    """Where a reused output came from (`--cache_from`, docs/records.md); None (left out) otherwise."""
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        for name in ("run", "reused_from"):
+            if out[name] is None:
+                del out[name]
+        return out
+
+
+def step_info(planned: PlannedStep, plan: Plan, run: dict | None = None) -> StepInfo:
+    """What the runner of `planned` writes to its `.executor_info` (`run`: the run writing it). The fields are
+    taken as `step_record` built them, unchecked: a config of another shape than a dataclass stays as it is."""
+    record = dict(step_record(planned, plan))
+    fields = {f.name: record.pop(f.name) for f in dataclasses.fields(StepRecord) if f.name in record}
+    return StepInfo(**fields, run=run, extra=record)
+
+
 def experiment_hash(plan: Plan) -> str:
     identities = sorted(p.identity for p in plan.steps)
     return hashlib.sha256(canonical_json(identities).encode()).hexdigest()[:8]
@@ -94,4 +119,4 @@ def experiment_record(
     ).to_json()
 
 
-__all__ = ["dump_json", "experiment_hash", "experiment_record", "step_record", "utc_now"]
+__all__ = ["StepInfo", "dump_json", "experiment_hash", "experiment_record", "step_info", "step_record", "utc_now"]

@@ -40,7 +40,6 @@ from typing import Literal
 
 import orjson
 
-from marin.execution.status import Action
 from marin.storage import (
     backend_for,
     current_version,
@@ -432,14 +431,17 @@ def check_reference(path: str, manifest: dict) -> None:
         raise ReferenceChanged(f"the referenced output {path} changed since it was reused: {exc}") from None
 
 
-def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
-    """Turns the decisions to run a step into 'reuse' where a source passes the checks made without reading
-    its files (SUCCESS, same identity and code, a sound manifest); the runner verifies every byte later."""
+def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
+    """The steps of `decisions` (those `status.action_for` reuses when reusable) that a source can satisfy: it passes the checks made
+    without reading its files (SUCCESS, same identity and code, a sound manifest), or the record pins one
+    (refused later if it does not verify). The runner verifies every byte later; the decision to reuse is
+    `status.action_for`'s."""
     from marin.execution.records import step_record
 
-    todo = [d for d in decisions if d.action is Action.RUN and d.state != "SUCCESS"]
+    todo = list(decisions)
+    reusable = set()
     if not todo:
-        return
+        return reusable
 
     def look(d):
         return find_candidate(step_record(d.planned, plan), cache)
@@ -451,7 +453,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
             found = list(pool.map(look, todo))
     for d, (candidate, reasons) in zip(todo, found, strict=True):
         if candidate is None and d.planned.identity in cache.pinned:
-            d.action = Action.REUSE
+            reusable.add(d.planned)
             d.reason = f"refused: the record's external input did not verify ({'; '.join(reasons) or 'no source'})"
             continue
         if candidate is None:
@@ -460,11 +462,12 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> None:
                 d.reason += f"; not reusable: {telling[0]}"
                 logger.warning("%s: not reused: %s", d.planned.identity, "; ".join(telling))
             continue
-        d.action = Action.REUSE
+        reusable.add(d.planned)
         how = "to copy" if cache.mode == "copy" else "to verify in place"
         d.reason = f"from {candidate.path} ({candidate.total_bytes:,} bytes {how})"
         d.reuse_from = candidate.path
         d.reuse_bytes = candidate.total_bytes
+    return reusable
 
 
 def read_references(planned_steps: list) -> dict:

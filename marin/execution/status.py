@@ -96,13 +96,16 @@ class Outcome(enum.StrEnum):
         return self in (Outcome.SUCCESS, Outcome.REUSED, Outcome.SKIPPED, Outcome.RAN_ELSEWHERE)
 
 
-def action_for(state: State | None, *, force_run_failed: bool, rerun_succeeded: bool = False) -> Action:
+def action_for(
+    state: State | None, *, force_run_failed: bool, rerun_succeeded: bool = False, reusable: bool = False
+) -> Action:
     """What to do with a step in `state`: skip a success (unless rerun), refuse a failure (unless forced),
-    wait for one running elsewhere, run the rest."""
+    wait for one running elsewhere, run the rest, or reuse it instead when `reusable` (`--cache_from` found
+    a source of its identity, or the record pins one; the runner verifies it before publishing)."""
     if state == SUCCESS:
         return Action.RUN if rerun_succeeded else Action.SKIP
-    if state == FAILED:
-        return Action.RUN if force_run_failed else Action.FAIL
     if state == RUNNING:
         return Action.WAIT
-    return Action.RUN
+    if state == FAILED and not force_run_failed:
+        return Action.FAIL
+    return Action.REUSE if reusable else Action.RUN

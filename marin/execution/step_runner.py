@@ -1,18 +1,19 @@
 """Running one step under its lease: the code that executes inside a thread or a Ray task.
 
-The runner is a small state machine. It reads the step's state and decides (`_decide`: skip, fail,
-or claim the lease); a lease held by another runner means waiting and deciding again. A claimed lease
-is held by one `with` block: inside it the runner decides once more (someone may have finished the
-step meanwhile) and runs one attempt; however the block is left (success, failure, a lost lease,
-Ctrl-C, SIGTERM), the lease is released.
+The runner is a small state machine. It reads the step's state and decides (`_decide`, on
+`status.action_for`: skip, fail, or claim the lease to run or to reuse); a lease held by another runner
+means waiting and deciding again. A claimed lease is held by one `with` block: inside it the runner
+decides once more on the state read under the lease (someone may have finished the step meanwhile; a
+`RUNNING` there is what a dead runner left) and runs one attempt; however the block is left (success,
+failure, a lost lease, Ctrl-C, SIGTERM), the lease is released.
 
 The order of writes is the contract readers rely on, and `_publish` is the only place that writes it:
 `.executor_info` and `RUNNING` first, then the step's own files, then `.executor_manifest.json`, then
-`SUCCESS` (or `FAILED`), then the lease is released. A reader trusts only `SUCCESS`, so a crash at
-any point leaves a state the next run completes: the lease goes stale, the next runner takes it over
-and resumes from a copy of the attempt's files. After `SUCCESS` the attempt folders are removed (in the
-background) before the lease is released, so a lease left beside a `SUCCESS` marks a runner that died
-before cleaning up, which the next run's sweep removes (marin.execution.attempts).
+`SUCCESS` (or `FAILED`), then the attempt folders are removed (in the background) and only then is the
+lease released. A reader trusts only `SUCCESS`, so a crash at any point leaves a state the next run
+completes: the lease goes stale, the next runner takes it over and resumes from a copy of the attempt's
+files; a lease left beside a `SUCCESS` marks a runner that died before cleaning up, which the next run's
+sweep removes (marin.execution.attempts).
 
 The step itself writes only into its attempt's staging folder (marin.storage.staging); everything
 that reaches the final folder is moved there out of that folder after a lease check, and a runner
@@ -22,25 +23,17 @@ cannot change what its successor published (fencing, docs/executor.md).
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import functools
 import logging
-import os
 import signal
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.attempts import (
-    Attempt,
-    bind_output,
-    discard_attempts,
-    finish_cleanups,
-    start_attempt,
-)
-from marin.execution.capture import capture_process, capture_thread
+from marin.execution.attempts import Attempt, bind_output, discard_attempts, finish_cleanups, start_attempt
+from marin.execution.capture import capture_into
 from marin.execution.interrupts import (
     LEFT_FOR_RERUN,
     RunnerInterrupted,
@@ -49,7 +42,7 @@ from marin.execution.interrupts import (
     sigterm_stops_the_runner,
 )
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try_acquire
-from marin.execution.records import dump_json, utc_now
+from marin.execution.records import StepInfo, dump_json, utc_now
 from marin.execution.status import (
     DEP_FAILED,
     FAILED,
@@ -67,16 +60,7 @@ from marin.execution.status import (
     write_status,
 )
 from marin.stepkit.context import step_resources
-from marin.storage import (
-    compute_manifest,
-    delete_if_unchanged,
-    is_local,
-    makedirs,
-    read_bytes,
-    read_with_version,
-    strip_protocol,
-    write_bytes,
-)
+from marin.storage import compute_manifest, delete_if_unchanged, read_with_version, write_bytes
 from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE
 from marin.storage.staging import (
     Fenced,
@@ -101,7 +85,8 @@ class StepTask:
     output_path: str
     fn: Any
     config: Any
-    info: dict
+    info: StepInfo
+    """What the attempt writes to `.executor_info`."""
     force_run_failed: bool = False
     capture: str = "thread"
     retries: int = 0
@@ -163,24 +148,34 @@ def execute_step(task: StepTask) -> StepOutcome:
 
 
 def _decide(task: StepTask, state: State | None, waited: bool) -> Action:
-    """The one place where the runner decides what to do with its step, from the state it just read.
+    """What the runner does with its step, from the state it just read (`status.action_for` decides).
 
     `waited`: this runner already waited for another one (or lost the lease to it); a SUCCESS then is
     that runner's, never a reason to rerun.
     """
     return action_for(
-        state, force_run_failed=task.force_run_failed, rerun_succeeded=task.rerun_succeeded and not waited
+        state,
+        force_run_failed=task.force_run_failed,
+        rerun_succeeded=task.rerun_succeeded and not waited,
+        reusable=task.reuse is not None,
     )
+
+
+def _settled(action: Action, elsewhere: bool) -> StepOutcome | None:
+    """The outcome when `action` ends the runner's work without an attempt (None: it needs the lease)."""
+    if action is Action.SKIP:
+        return StepOutcome(Outcome.RAN_ELSEWHERE if elsewhere else Outcome.SKIPPED)
+    if action is Action.FAIL:
+        return StepOutcome(Outcome.FAILED, error=FAILED_ELSEWHERE)
+    return None
 
 
 def _execute(task: StepTask) -> StepOutcome:
     owner, seen, delay, waited = new_owner_id(), {}, WAIT_POLL_S[0], False
     while True:
-        match _decide(task, read_status(task.output_path), waited):
-            case Action.SKIP:
-                return StepOutcome(Outcome.RAN_ELSEWHERE if waited else Outcome.SKIPPED)
-            case Action.FAIL:
-                return StepOutcome(Outcome.FAILED, error=FAILED_ELSEWHERE)
+        settled = _settled(_decide(task, read_status(task.output_path), waited), waited)
+        if settled is not None:
+            return settled
         claim = try_acquire(lease_path(task.output_path), owner, seen)
         if isinstance(claim, LeaseHeld):
             if not waited:
@@ -192,25 +187,34 @@ def _execute(task: StepTask) -> StepOutcome:
         try:
             with claim:
                 state = read_status(task.output_path)
-                match _decide(task, state, waited):
-                    case Action.SKIP:
-                        return StepOutcome(Outcome.RAN_ELSEWHERE)
-                    case Action.FAIL:
-                        return StepOutcome(Outcome.FAILED, error=FAILED_ELSEWHERE)
-                return _attempt(task, claim, state)
+                action = _decide(task, None if state == RUNNING else state, waited)
+                return _settled(action, True) or _attempt(task, claim, state, action)
         except LeaseLost:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
             waited = True
 
 
-def _attempt(task: StepTask, lease: Lease, previous: State | None) -> StepOutcome:
-    """One attempt under `lease`. `previous`: the step's state when the lease was taken, put back if the
-    attempt is interrupted. A failure of the bookkeeping itself still ends in FAILED."""
+@dataclass
+class _Timer:
+    """When an attempt's work started, for its outcome."""
+
+    started: str = field(default_factory=utc_now)
+    t0: float = field(default_factory=time.monotonic)
+
+    def outcome(self, status: Outcome, attempt: Attempt, log: str, error: str | None = None, **extra) -> StepOutcome:
+        return StepOutcome(
+            status, self.started, utc_now(), time.monotonic() - self.t0, error, attempt.number, log, extra
+        )
+
+
+def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Action) -> StepOutcome:
+    """One attempt under `lease` (`action`: RUN or REUSE). `previous`: the step's state when the lease was
+    taken, put back if the attempt is interrupted. A failure of the bookkeeping itself still ends in FAILED."""
     attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded, took_over=lease.took_over)
     try:
         _publish(lease, attempt, RUNNING, info=task.info)
-        if task.reuse is not None or task.references:
-            decided = _reuse_or_check(task, lease, attempt)
+        if action is Action.REUSE or task.references:
+            decided = _reuse_or_check(task, lease, attempt, action is Action.REUSE)
             if decided is not None:
                 return decided
         return _run(task, lease, attempt)
@@ -234,11 +238,15 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None) -> StepOutcom
 
 
 def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
-    out = task.output_path
+    """Runs the step function (with `retries`) into the attempt's folder, then publishes SUCCESS or FAILED."""
+    out, timer, error = task.output_path, _Timer(), None
     config = bind_output(task.config, attempt.staging)
-    started, t0 = utc_now(), time.monotonic()
-    error = None
-    with _log_sink(task, attempt.log, lease), step_resources(task.info.get("resources")):
+    run = task.fn
+    if task.gang is not None:
+        from marin.execution.gang_launch import run_gang
+
+        run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt.number:03d}")
+    with capture_into(attempt.log, task.capture == "process"), step_resources(task.info.resources):
         logger.info(
             "step %s: attempt %d%s, output %s%s",
             task.name,
@@ -247,11 +255,6 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
             out,
             f", resuming from the files of attempt {attempt.adopted}" if attempt.adopted else "",
         )
-        run = task.fn
-        if task.gang is not None:
-            from marin.execution.gang_launch import run_gang
-
-            run = functools.partial(run_gang, task.gang, task.fn, log_prefix=f"{logs_dir(out)}/{attempt.number:03d}")
         for tries_left in range(task.retries, -1, -1):
             try:
                 run(config)
@@ -262,65 +265,41 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
                 print(traceback.format_exc(), flush=True)
                 if tries_left:
                     logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
-        if error is None:
-            logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - t0)
         interruptible_now(None)
         lease.thread_id = None  # from here on a lost lease is noticed by the publication's own check
-    ended, duration = utc_now(), time.monotonic() - t0
-    if error is None:
-        try:
-            _publish(lease, attempt, SUCCESS, outputs=True)
-        except _PreparationFailed as exc:
-            error = f"writing the manifest failed: {exc}"
-            _append_log(attempt.log, traceback.format_exc())
-    if error is not None:
+        if error is None:
+            logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - timer.t0)
+            try:
+                _publish(lease, attempt, SUCCESS, outputs=True)
+                return timer.outcome(Outcome.SUCCESS, attempt, attempt.log)
+            except _PreparationFailed as exc:
+                error = f"writing the manifest failed: {exc}"
+                print(traceback.format_exc(), flush=True)
         _publish(lease, attempt, FAILED)
-        return StepOutcome(Outcome.FAILED, started, ended, duration, error, attempt.number, attempt.log)
-    discard_attempts(out, lease)
-    return StepOutcome(Outcome.SUCCESS, started, ended, duration, None, attempt.number, attempt.log)
+    return timer.outcome(Outcome.FAILED, attempt, attempt.log, error)
 
 
-def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome | None:
-    """Before the step runs, under its lease: REUSED when a source's output verified and was published here
-    (marin.execution.reuse); FAILED when an input published by reference changed; None: run the step."""
+def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt, reuse: bool) -> StepOutcome | None:
+    """Before the step runs, under its lease: REUSED when `reuse` and a source's output verified and was
+    published here (marin.execution.reuse); FAILED when an input published by reference changed; None: run
+    the step."""
     from marin.execution.reuse import ReferenceChanged, check_reference, reuse_output
 
-    log_path = f"{logs_dir(task.output_path)}/{attempt.number:03d}.reuse.log"
-    started, t0 = utc_now(), time.monotonic()
-    reused = None
-    with _log_sink(task, log_path, lease):
+    log, timer = f"{logs_dir(task.output_path)}/{attempt.number:03d}.reuse.log", _Timer()
+    with capture_into(log, task.capture == "process"):
         try:
             for folder, manifest in task.references:
                 check_reference(folder, manifest)
-            if task.reuse is not None:
-                reused = reuse_output(task.reuse, task.info, attempt.staging)
+            reused = reuse_output(task.reuse, task.info.to_json(), attempt.staging) if reuse else None
         except ReferenceChanged as exc:
             logger.error("step %s: %s; refusing to run on it", task.name, exc)
             _publish(lease, attempt, FAILED)
-            return StepOutcome(
-                Outcome.FAILED, started, utc_now(), time.monotonic() - t0, str(exc), attempt.number, log_path
-            )
-    if reused is None:
-        return None
-    _publish(
-        lease,
-        attempt,
-        SUCCESS,
-        info={**task.info, "reused_from": reused.origin},
-        outputs=True,
-        manifest=reused.manifest,
-    )
-    discard_attempts(task.output_path, lease)
-    return StepOutcome(
-        Outcome.REUSED,
-        started,
-        utc_now(),
-        time.monotonic() - t0,
-        None,
-        attempt.number,
-        log_path,
-        {"reused_from": reused.origin},
-    )
+            return timer.outcome(Outcome.FAILED, attempt, log, str(exc))
+        if reused is None:
+            return None
+        info = dataclasses.replace(task.info, reused_from=reused.origin)
+        _publish(lease, attempt, SUCCESS, info=info, outputs=True, manifest=reused.manifest)
+    return timer.outcome(Outcome.REUSED, attempt, log, reused_from=reused.origin)
 
 
 class _PreparationFailed(RuntimeError):
@@ -331,24 +310,25 @@ def _publish(
     lease: Lease,
     attempt: Attempt,
     state: State,
-    info: dict | None = None,
+    info: StepInfo | None = None,
     outputs: bool = False,
     manifest: dict | None = None,
 ) -> None:
-    """Publishes `state`, in the one order readers rely on: [info,] [outputs, manifest,] status.
+    """Publishes `state`, in the one order readers rely on: [info,] [outputs, manifest,] status[, cleanup].
 
     `outputs` (SUCCESS only) publishes the step's files with their manifest (`manifest`, when given, is
-    one already verified: a reused output's). Everything is staged in the attempt's folder first (SUCCESS: the manifest of exactly the staged
-    files); then, after one last lease check, the runner only moves files out of that folder. A runner
-    paused right after the check finds, when it resumes, its folder taken by the new owner: every move
-    then fails (Fenced), so nothing of it reaches the final folder. The lease is released by the
-    caller's `with` once this returns.
+    one already verified: a reused output's). Everything is staged in the attempt's folder first (SUCCESS:
+    the manifest of exactly the staged files); then, after one last lease check, the runner only moves
+    files out of that folder. A runner paused right after the check finds, when it resumes, its folder
+    taken by the new owner: every move then fails (Fenced), so nothing of it reaches the final folder.
+    After the outputs, the attempt folders are removed in the background, and the lease is released once
+    they are gone (`discard_attempts`); otherwise the caller's `with` releases it once this returns.
     """
     staging, out = attempt.staging, attempt.output_path
     names = [INFO_FILE] if info is not None else []
     publication = None
     if info is not None:
-        stage_commit_file(staging, INFO_FILE, dump_json(info))
+        stage_commit_file(staging, INFO_FILE, dump_json(info.to_json()))
     if outputs:
         try:
             listed = manifest if manifest is not None else compute_manifest(staging)
@@ -373,6 +353,8 @@ def _publish(
         logger.error("%s", exc)
         lease.lost.set()
         raise LeaseLost() from exc
+    if publication is not None:
+        discard_attempts(out, lease)
 
 
 def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:
@@ -393,53 +375,9 @@ def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:
         logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
 
 
-@contextlib.contextmanager
-def _log_sink(task: StepTask, log_path: str, lease: Lease):
-    """Opens the attempt's log (locally, or a temp file mirrored to the bucket) and captures into it."""
-    if is_local(log_path):
-        local = strip_protocol(log_path)
-        makedirs(os.path.dirname(local))
-        mirror = None
-    else:
-        fd, local = tempfile.mkstemp(prefix="marin-log-", suffix=".log")
-        os.close(fd)
-
-        def mirror():
-            with open(local, "rb") as f:
-                write_bytes(log_path, f.read())
-
-        lease.on_tick = mirror
-    try:
-        if task.capture == "process":
-            with capture_process(local):
-                yield
-        else:
-            with open(local, "a", encoding="utf-8", buffering=1) as f, capture_thread(f):
-                yield
-    finally:
-        lease.on_tick = None
-        if mirror is not None:
-            try:
-                mirror()
-            finally:
-                os.unlink(local)
-
-
-def _append_log(log_path: str, text: str) -> None:
-    """Adds `text` to an attempt's log after its sink closed: appended locally, the bucket copy rewritten."""
-    try:
-        if is_local(log_path):
-            with open(strip_protocol(log_path), "a", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            write_bytes(log_path, (read_bytes(log_path) or b"") + text.encode("utf-8"))
-    except Exception as exc:
-        logger.warning("could not add to the log %s: %s", log_path, exc)
-
-
-def mark_dep_failed(output_path: str, info: dict) -> None:
+def mark_dep_failed(output_path: str, info: StepInfo) -> None:
     """Marks a step whose dependency failed, unless it succeeded or runs elsewhere."""
     if read_status(output_path) in (SUCCESS, RUNNING):
         return
-    write_bytes(info_path(output_path), dump_json(info))
+    write_bytes(info_path(output_path), dump_json(info.to_json()))
     write_status(output_path, DEP_FAILED)
