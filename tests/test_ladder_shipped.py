@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_largest():
-    from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
-    from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, VOCAB_SIZE, build
+    from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, TRAIN_TOKENS, VOCAB_SIZE, build
 
     ladder = build()
     assert len(ladder.trains) == len(ladder.evaluations) == 6
