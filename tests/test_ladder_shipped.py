@@ -6,7 +6,7 @@ has the four sizes per budget its bootstrap interval needs and a 95 % interval, 
 target run with its check is declared with the ladder. The slow tests run each script twice, as its
 docstring says, on an empty prefix, and hold a forecast that calls itself constrained to the target
 measured within 2 % of it and inside its 95 % interval, the interval at most 10 % of the forecast; one
-that does not hold must say so (docs/evaluation.md: the shipped ladders' fits put c on its bound and say so).
+that does not hold must say so (docs/evaluation.md gives the shipped ladders' figures).
 """
 
 from __future__ import annotations
