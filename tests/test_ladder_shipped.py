@@ -151,3 +151,18 @@ def test_the_isoflop_ladder_as_shipped_checks_its_target_when_its_forecast_chose
     largest = max(r["flops"] for b in forecast["budgets"] for r in b["rungs"])
     check = json.loads(checks[0].read_text()) if checks else None
     assert_the_forecast_held_or_said_it_could_not(check, forecast, largest)
+
+
+def test_both_ladders_read_one_tokenize_step_of_their_own_and_train_one_shape_at_every_width():
+    from experiments.tutorial import isoflop_ladder, tiny_ladder
+    from experiments.tutorial.tiny_lm import build as build_tutorial
+
+    data, iso = isoflop_ladder.build()
+    tiny = tiny_ladder.build()
+    plan = Executor("/nonexistent-prefix", backend="local").plan
+    tokenize = {plan([t])[t] for t in (data["tokenized"], tiny.trains[0].config.data["shakespeare"].step)}
+    tutorial = build_tutorial()["tokenized"]
+    assert len(tokenize) == 1 and plan([tutorial])[tutorial] not in tokenize
+    for trained in [*tiny.trains, tiny.target.train, *iso.trains]:
+        m = trained.config.model
+        assert (m.num_layers, m.num_heads, m.intermediate_dim) == (2, 2, 4 * m.hidden_dim), trained.name
