@@ -147,8 +147,9 @@ def clean_dir(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def served_page(roots: list[str]):
-    """The browser app over `roots` served on 127.0.0.1, and one headless Chromium page: (base URL, page, errors).
+def served_page(roots: list[str], viewport: tuple[int, int] = (1360, 900)):
+    """The browser app over `roots` served on 127.0.0.1, and one headless Chromium page of `viewport`
+    (width, height) pixels: (base URL, page, errors).
 
     `errors` collects the page's JavaScript errors; a walk ends by asserting it is empty.
     """
@@ -159,7 +160,7 @@ def served_page(roots: list[str]):
     with ServerThread(create_app(roots)) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
         try:
-            page = browser.new_page(viewport={"width": 1360, "height": 900})
+            page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             yield server.url, page, errors

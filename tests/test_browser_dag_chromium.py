@@ -14,14 +14,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from marin.browser.app import create_app
 from marin.execution import Executor
 from marin.execution.main import capture_steps
 from marin.execution.planning import plan_steps
 from marin.execution.records import run_provenance, utc_now
-from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
+from tests.browser_support import artifacts_dir, served_page
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = {"tiny_lm": 8, "tiny_ladder": 19}
@@ -85,39 +83,32 @@ def _inside(inner, outer, slack=1.0) -> bool:
 
 def test_tutorial_dags_fit_their_box_with_distinct_readable_names(tutorial_lab):
     shots = artifacts_dir()
-    with ServerThread(create_app([tutorial_lab])) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(server.url + "/")
-            for stem, count in SCRIPTS.items():
-                page.goto(server.url + "/")
-                page.locator("a.exp-link", has_text=stem).first.click()
-                page.locator("svg.dag").wait_for()
-                page.locator(".dagbox").scroll_into_view_if_needed()
-                page.screenshot(path=str(shots / f"dag-{stem}.png"))
-                g = page.evaluate(GEOMETRY)
-                assert g["engine"] == "dot"
-                labels = [n["label"] for n in g["nodes"]]
-                assert len(labels) == count
-                assert len(set(labels)) == count, f"{stem}: two nodes read the same: {sorted(labels)}"
-                assert not any("…" in label and label.startswith("tokenizers/shakespeare-…") for label in labels)
-                sw, cw, sh, ch = g["scroll"]
-                assert sw <= cw and sh <= ch, f"{stem}: the DAG box scrolls ({sw}x{sh} in {cw}x{ch})"
-                assert _inside(g["svg"], g["box"]), f"{stem}: the drawing leaves its box"
-                assert g["box"][2] <= g["viewport"][0], f"{stem}: the box is wider than the window"
-                for n in g["nodes"]:
-                    assert _inside(n["rect"], g["box"]), f"{stem}: node {n['label']} outside the box"
-                    for left, right in n["text"]:
-                        assert n["rect"][0] <= left and right <= n["rect"][2] + 0.5, (
-                            f"{stem}: the text of {n['label']} overflows its node"
-                        )
-                assert len(g["edges"]) >= count - 1
-                for e in g["edges"]:
-                    assert _inside(e, g["svg"]), f"{stem}: an edge leaves the drawing: {e} vs {g['svg']}"
-            assert errors == []
-        finally:
-            browser.close()
+    with served_page([tutorial_lab], viewport=(1400, 1000)) as (url, page, errors):
+        page.goto(url + "/")
+        for stem, count in SCRIPTS.items():
+            page.goto(url + "/")
+            page.locator("a.exp-link", has_text=stem).first.click()
+            page.locator("svg.dag").wait_for()
+            page.locator(".dagbox").scroll_into_view_if_needed()
+            page.screenshot(path=str(shots / f"dag-{stem}.png"))
+            g = page.evaluate(GEOMETRY)
+            assert g["engine"] == "dot"
+            labels = [n["label"] for n in g["nodes"]]
+            assert len(labels) == count
+            assert len(set(labels)) == count, f"{stem}: two nodes read the same: {sorted(labels)}"
+            assert not any("…" in label and label.startswith("tokenizers/shakespeare-…") for label in labels)
+            sw, cw, sh, ch = g["scroll"]
+            assert sw <= cw and sh <= ch, f"{stem}: the DAG box scrolls ({sw}x{sh} in {cw}x{ch})"
+            assert _inside(g["svg"], g["box"]), f"{stem}: the drawing leaves its box"
+            assert g["box"][2] <= g["viewport"][0], f"{stem}: the box is wider than the window"
+            for n in g["nodes"]:
+                assert _inside(n["rect"], g["box"]), f"{stem}: node {n['label']} outside the box"
+                for left, right in n["text"]:
+                    assert n["rect"][0] <= left and right <= n["rect"][2] + 0.5, (
+                        f"{stem}: the text of {n['label']} overflows its node"
+                    )
+            assert len(g["edges"]) >= count - 1
+            for e in g["edges"]:
+                assert _inside(e, g["svg"]), f"{stem}: an edge leaves the drawing: {e} vs {g['svg']}"
+        assert errors == []
     assert os.path.getsize(shots / "dag-tiny_ladder.png") > 10_000

@@ -14,13 +14,11 @@ import math
 import os
 
 import pytest
-from playwright.sync_api import sync_playwright
 
-from marin.browser.app import create_app
 from marin.browser.charts import fmt_value
 from marin.browser.html import url_step
 from marin.evaluation.forecast import fit_law, target_cost
-from tests.browser_support import CHROMIUM_ARGS, ServerThread, artifacts_dir, chromium_path
+from tests.browser_support import artifacts_dir, served_page
 
 STEP = "forecast/tiny-ladder-1a2b3c4d"
 RUNGS = [(3e11, 4.62), (6e11, 4.41), (1.2e12, 4.17), (2.5e12, 3.93)]
@@ -106,23 +104,16 @@ def shots(forecast_lab):
     """(linear geometry, log-log geometry), each read after its screenshot was taken."""
     out = artifacts_dir()
     taken = {}
-    with ServerThread(create_app([forecast_lab])) as server, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            for name, query in (("linear", ""), ("loglog", "?loglog=1")):
-                page.goto(server.url + url_step(0, STEP) + query)
-                chart = page.locator("svg.ladder-plot")
-                chart.wait_for()
-                chart.scroll_into_view_if_needed()
-                chart.screenshot(path=str(out / f"forecast-{name}.png"))
-                page.screenshot(path=str(out / f"forecast-{name}-page.png"), full_page=True)
-                taken[name] = page.evaluate(GEOMETRY)
-            assert errors == []
-        finally:
-            browser.close()
+    with served_page([forecast_lab], viewport=(1400, 1000)) as (url, page, errors):
+        for name, query in (("linear", ""), ("loglog", "?loglog=1")):
+            page.goto(url + url_step(0, STEP) + query)
+            chart = page.locator("svg.ladder-plot")
+            chart.wait_for()
+            chart.scroll_into_view_if_needed()
+            chart.screenshot(path=str(out / f"forecast-{name}.png"))
+            page.screenshot(path=str(out / f"forecast-{name}-page.png"), full_page=True)
+            taken[name] = page.evaluate(GEOMETRY)
+        assert errors == []
     assert os.path.getsize(out / "forecast-linear.png") > 5_000
     return taken
 

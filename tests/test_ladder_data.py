@@ -1,7 +1,8 @@
 """A ladder asks the data for what its rungs need when it is defined, before anything trains.
 
 An isoFLOP ladder over the plays whose smallest models at its larger budgets need more sequences than the
-training split holds (the tutorial's earlier ladder: widths 16, 32, 64 at 2e11, 5e11 and 1.2e12 FLOPs):
+training split holds (an earlier tutorial ladder: widths 16, 32, 64 at 2e11, 5e11 and 1.2e12 FLOPs, on the
+1024-token BPE):
 they get the passes they need as `epochs` (versioned), and a rung that would need more than `max_epochs`
 is an error naming it. These build steps only; nothing runs.
 """
@@ -12,13 +13,22 @@ import json
 
 import pytest
 
-from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
+TRAIN_TOKENS = 1_892_256
+"""The plays' training split with the tutorial's 1024-token BPE."""
 
 
 def build(train_tokens: int = TRAIN_TOKENS):
-    from experiments.tutorial.isoflop_ladder import build as build_tutorial
+    from experiments.defaults_evaluation import isoflop_ladder
 
-    return build_tutorial(budgets=(2e11, 5e11, 1.2e12), widths=(16, 32, 64), train_tokens=train_tokens)
+    ladder = isoflop_ladder(
+        "tiny-shakespeare-isoflop",
+        "/data/tok",
+        budgets=[2e11, 5e11, 1.2e12],
+        widths=[16, 32, 64],
+        vocab_size=1024,
+        train_tokens=train_tokens,
+    )
+    return None, ladder
 
 
 def test_an_isoflop_ladder_gives_the_rungs_that_need_a_second_pass_their_epochs():
@@ -56,7 +66,7 @@ def test_a_rung_needing_more_than_max_epochs_is_an_error_naming_it_when_the_ladd
             budgets=[2e11, 1.2e12],
             widths=[16, 32, 64],
             vocab_size=1024,
-            train_tokens=1_892_256,
+            train_tokens=TRAIN_TOKENS,
             max_epochs=2,
         )
 

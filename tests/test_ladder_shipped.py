@@ -6,7 +6,7 @@ has the four sizes per budget its bootstrap interval needs and a 95 % interval, 
 target run with its check is declared with the ladder. The slow tests run each script twice, as its
 docstring says, on an empty prefix, and hold a forecast that calls itself constrained to the target
 measured within 2 % of it and inside its 95 % interval, the interval at most 10 % of the forecast; one
-that does not hold must say so (docs/evaluation.md: the shipped ladders' fits put c on its bound and say so).
+that does not hold must say so (docs/evaluation.md gives the shipped ladders' figures).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_largest():
-    from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS
-    from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, VOCAB_SIZE, build
+    from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, TRAIN_TOKENS, VOCAB_SIZE, build
 
     ladder = build()
     assert len(ladder.trains) == len(ladder.evaluations) == 6
@@ -152,3 +151,18 @@ def test_the_isoflop_ladder_as_shipped_checks_its_target_when_its_forecast_chose
     largest = max(r["flops"] for b in forecast["budgets"] for r in b["rungs"])
     check = json.loads(checks[0].read_text()) if checks else None
     assert_the_forecast_held_or_said_it_could_not(check, forecast, largest)
+
+
+def test_both_ladders_read_one_tokenize_step_of_their_own_and_train_one_shape_at_every_width():
+    from experiments.tutorial import isoflop_ladder, tiny_ladder
+    from experiments.tutorial.tiny_lm import build as build_tutorial
+
+    data, iso = isoflop_ladder.build()
+    tiny = tiny_ladder.build()
+    plan = Executor("/nonexistent-prefix", backend="local").plan
+    tokenize = {plan([t])[t] for t in (data["tokenized"], tiny.trains[0].config.data["shakespeare"].step)}
+    tutorial = build_tutorial()["tokenized"]
+    assert len(tokenize) == 1 and plan([tutorial])[tutorial] not in tokenize
+    for trained in [*tiny.trains, tiny.target.train, *iso.trains]:
+        m = trained.config.model
+        assert (m.num_layers, m.num_heads, m.intermediate_dim) == (2, 2, 4 * m.hidden_dim), trained.name

@@ -18,7 +18,7 @@ from marin.execution import Executor
 from marin.storage import join, list_dir, read_text
 
 SMALL = {"sizes": (8, 12, 16), "tokens_per_param": 0.5, "plays": ("hamlet", "macbeth", "othello")}
-"""Three rungs of 5, 7 and 10 steps: the fewest that the forecast's fit accepts."""
+"""Three rungs of 4, 7 and 10 steps: the fewest that the forecast's fit accepts."""
 
 
 @pytest.mark.parametrize(("backend", "store"), [("local", "s3"), ("ray", "gcs")])

@@ -1,12 +1,13 @@
 """An isoFLOP ladder on the tutorial's data: which model size a budget should buy, checked by training it.
 
-Four tiny Llamas (widths 16, 24, 32, 48) are trained at each of three compute budgets (D = C / 6N tokens),
+Four tiny Llamas (widths 16, 24, 32, 48; two layers, two heads, the loss-law ladder's shape and
+tokenizer) are trained at each of three compute budgets (D = C / 6N tokens),
 each is evaluated on the held-out split, and the forecast step fits each budget's loss against ln N
 with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as power laws and
 predicts the configuration and loss for a target budget five times the largest, with a 95 % bootstrap
 interval (four sizes per budget leave the parabolas residuals to resample; `forecast.json`,
-`forecast.png`). Every rung reads the training split at most once. The data steps are the tutorial's
-(same hashes: after `make run` they do not run again); docs/evaluation.md says how the ladder was chosen.
+`forecast.png`). Every rung reads the training split at most once. The data steps are tiny_ladder.py's
+(same hashes: after it they do not run again); docs/evaluation.md says how the ladder was chosen.
 
 Run it twice. The first run trains the ladder and writes the forecast. The second finds the forecast,
 declares the run it configured (the chosen model, trained for the chosen steps), trains and evaluates
@@ -24,21 +25,17 @@ import sys
 
 from experiments.defaults_evaluation import default_harness, forecast_target, isoflop_ladder, read_forecast
 from experiments.defaults_training import train_tokens_of
+from experiments.tutorial.tiny_ladder import BATCH, LEARNING_RATE, TRAIN_TOKENS, VOCAB_SIZE, model
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.execution import Executor, executor_main
 from marin.execution.main import parse_main_args, resolve_prefix
 from marin.storage import join, read_text
 from marin.training.config import OptimizerConfig
 
-VOCAB_SIZE = 1024
-TRAIN_TOKENS = 1_892_256
-"""Tokens in the training split of all 38 plays with the tutorial's 1024-token BPE (its tokenize step's
-`stats.json`): each rung's need is checked against it when the ladder is defined (a rung needing a second
-pass sets `epochs`). After the tokenize step has run, the script uses the figure it measured instead."""
-BUDGETS = (1e11, 2.2e11, 4.6e11)
+BUDGETS = (1e11, 1.8e11, 3.3e11)
 WIDTHS = (16, 24, 32, 48)
 TARGET_FLOPS = 5 * BUDGETS[-1]
-TARGET_WIDTHS = (16, 20, 24, 32, 40, 48, 56, 64, 80, 96)
+TARGET_WIDTHS = (16, 24, 32, 40, 48, 56, 64, 80, 96)
 """The shapes the forecast chooses the target's model from (the one nearest N_opt)."""
 
 
@@ -58,15 +55,15 @@ def build(
         "tiny-shakespeare-isoflop",
         data["tokenized"],
         budgets=list(budgets),
-        widths=list(widths),
+        widths=[model(w) for w in widths],
         vocab_size=VOCAB_SIZE,
         seq_len=128,
-        train_batch_size=16,
-        optimizer=OptimizerConfig(learning_rate=3e-3, warmup=0.1),
+        train_batch_size=BATCH,
+        optimizer=OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1),
         tokenizer=data["tokenizer"],
         train_tokens=train_tokens,
         target_flops=target_flops,
-        target_widths=list(TARGET_WIDTHS),
+        target_widths=[model(w) for w in TARGET_WIDTHS],
         seed=seed,
     )
     return data, ladder

@@ -111,6 +111,17 @@ def _rung(path: str, dataset: str | None) -> dict:
     return {"params": results["parameter_count"], "tokens": results["tokens"], "flops": results["flops"], "loss": loss}
 
 
+def loss_interval_note(loss: float, interval, max_fraction: float = 0.1) -> str | None:
+    """A note when the loss interval is wider than `max_fraction` of the forecast loss, else None."""
+    low, high = interval
+    if high - low <= max_fraction * loss:
+        return None
+    return (
+        f"the {low:.3g}-{high:.3g} loss interval is {(high - low) / loss:.0%} of the forecast {loss:.3g}, "
+        f"wider than {max_fraction:.0%}: a rough forecast"
+    )
+
+
 def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
     """Read the rungs, fit, predict at the target, write `forecast.json` and `forecast.png`."""
     from marin.storage.paths import portable_path
@@ -140,6 +151,9 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
         )
     if intervals is not None and intervals["params"][1] > 10 * intervals["params"][0]:
         notes.append("the N_opt interval spans more than 10x: the rungs hardly constrain the model size")
+    wide = loss_interval_note(predicted["loss"], intervals["loss"]) if intervals is not None else None
+    if wide:
+        notes.append(wide)
     prediction = None
     if predicted is not None:
         prediction = {
