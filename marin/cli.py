@@ -27,7 +27,10 @@ def _run_script(script: str, args: list[str]) -> None:
 
 
 def _with_steps(script: str, args: list[str], action) -> int:
-    """Runs the script with executor_main captured, so `action(steps, description, cfg)` sees its DAG."""
+    """Runs the script with executor_main captured, so `action(steps, description, cfg)` sees its DAG.
+
+    The script sees the same flags (`--prefix` above all), so one that reads them in its own `main`
+    (the ladders look up their forecast under the prefix) plans what a run with them would run."""
     from marin.execution.main import capture_steps, configure_logging, parse_main_args
 
     cfg = parse_main_args(args)
@@ -41,7 +44,7 @@ def _with_steps(script: str, args: list[str], action) -> int:
     previous = capture_steps(hook)
     exited: SystemExit | None = None
     try:
-        _run_script(script, [])
+        _run_script(script, args)
     except SystemExit as exc:
         exited = exc
     finally:

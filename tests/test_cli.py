@@ -54,3 +54,24 @@ def test_unknown_step_in_explain_and_a_run_only_matching_nothing_are_one_line_er
     result = marin("plan", HELLO, "--prefix", str(tmp_path), "--run_only", "zzz")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == "error: --run_only ['zzz'] matches no step"
+
+
+def test_plan_hands_the_script_its_flags_so_a_script_reading_its_prefix_plans_under_it(tmp_path):
+    script = tmp_path / "reads_prefix.py"
+    script.write_text(HELLO_READS_PREFIX)
+    prefix = str(tmp_path / "elsewhere")
+    result = marin("plan", str(script), "--prefix", prefix)
+    assert result.returncode == 0, result.stderr
+    assert f"script sees prefix {prefix}" in result.stdout, result.stdout
+
+
+HELLO_READS_PREFIX = """
+import runpy
+import sys
+
+from marin.execution.main import parse_main_args
+
+if __name__ == "__main__":
+    print("script sees prefix", parse_main_args(sys.argv[1:]).prefix)
+    runpy.run_path(%r, run_name="__main__")
+""" % os.path.abspath(HELLO)
