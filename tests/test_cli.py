@@ -73,5 +73,5 @@ from marin.execution.main import parse_main_args
 
 if __name__ == "__main__":
     print("script sees prefix", parse_main_args(sys.argv[1:]).prefix)
-    runpy.run_path(%r, run_name="__main__")
-""" % os.path.abspath(HELLO)
+    runpy.run_path(HELLO, run_name="__main__")
+""".replace("HELLO", repr(os.path.abspath(HELLO)))
