@@ -9,8 +9,9 @@ RAY_ADDRESS are unset and the environment's bin folder is off the PATH, as on a 
 Every line runs verbatim, globs such as `local_store/experiments/tiny_lm-*.json` included, except:
 
 - `make run` trains the whole tutorial (38 plays, 200 training steps: minutes on 2 cores). It becomes
-  `make -n run` (which must still run `experiments/tutorial/tiny_lm.py`) followed by that script's
-  `main()` with 3 plays, a 512-token vocabulary and 6 training steps: the same code, executor and
+  `make -n run` (which must still run `experiments/tutorial/tiny_lm.py`; grep reads all of it, since
+  `grep -q` would close the pipe early and, under pipefail, a SIGPIPE'd make would end the line
+  silently) followed, on a line of its own so that `set -e` stops at either, by that script's `main()` with 3 plays, a 512-token vocabulary and 6 training steps: the same code, executor and
   default backend (Ray), so `local_store` holds a `tiny_lm-*.json` record that the next block reruns and
   verifies as written.
 - `make test` is the suite this test belongs to; `make -n test` checks the target and its commands (and
@@ -31,7 +32,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL_TUTORIAL = (
-    'make -n run | grep -q experiments/tutorial/tiny_lm.py && "$README_PYTHON" -c '
+    "make -n run | grep experiments/tutorial/tiny_lm.py > /dev/null\n"
+    '"$README_PYTHON" -c '
     '"from experiments.tutorial.tiny_lm import main; '
     "main(plays=('hamlet', 'macbeth', 'othello'), vocab_size=512, num_train_steps=6, train_batch_size=4)\""
 )
