@@ -40,24 +40,32 @@ def mark(config: AppendConfig, what: str) -> None:
 
 
 def append_step(config: AppendConfig) -> None:
-    """Writes from a worker thread, as data steps do: a lost lease interrupts the step's own thread only."""
+    """Writes from a worker thread, as data steps do: a lost lease interrupts the step's own thread only.
+
+    The step's thread waits on an Event, not on `worker.join`: on Python 3.11 an exception raised in a
+    thread blocked in `Thread.join` (the lease's interrupt) releases the joined thread's state lock, so
+    the still-running worker looks finished and the interpreter exits without waiting for it.
+    """
     hold = os.path.join(config.hold_dir, f"hold-{config.index}")
+    done = threading.Event()
 
     def work():
-        with open(os.path.join(config.output_path, "data.txt"), "a") as f:
-            f.write(f"{os.getpid()} first\n")
-            f.flush()
-            mark(config, "started")
-            while os.path.exists(hold):
-                time.sleep(0.02)
-            f.write(f"{os.getpid()} last\n")
-            f.flush()
-        mark(config, "wrote")
+        try:
+            with open(os.path.join(config.output_path, "data.txt"), "a") as f:
+                f.write(f"{os.getpid()} first\n")
+                f.flush()
+                mark(config, "started")
+                while os.path.exists(hold):
+                    time.sleep(0.02)
+                f.write(f"{os.getpid()} last\n")
+                f.flush()
+            mark(config, "wrote")
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=work)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
+    threading.Thread(target=work).start()
+    while not done.wait(0.05):
+        pass
 
 
 def build(hold_dir: str, marks: str, n: int) -> list[ExecutorStep]:

@@ -38,10 +38,19 @@ def start(prefix: str, hold_dir: str, marks: str, *mode: str) -> subprocess.Pope
     )
 
 
-def wait_for_mark(marks: str, line: str, timeout: float = 120) -> None:
+def wait_for_mark(marks: str, line: str, runners: tuple[subprocess.Popen, ...], timeout: float = 120) -> None:
+    """Waits for `line` in MARKS; fails at once, with the runners' output, if one exits before writing it."""
     deadline = time.monotonic() + timeout
-    while not (os.path.exists(marks) and line in open(marks).read().splitlines()):
-        assert time.monotonic() < deadline, f"never marked: {line}"
+    while True:
+        exited = any(p.poll() is not None for p in runners)
+        if os.path.exists(marks) and line in open(marks).read().splitlines():
+            return
+        if exited or time.monotonic() > deadline:
+            for p in runners:
+                if p.poll() is None:
+                    p.kill()
+            logs = [p.communicate()[0] for p in runners]
+            raise AssertionError(f"never marked: {line}; runners' exit codes {[p.returncode for p in runners]}: {logs}")
         time.sleep(0.02)
 
 
@@ -61,17 +70,18 @@ def test_a_paused_runner_writing_through_an_open_handle_never_changes_a_publishe
         open(os.path.join(hold_dir, f"hold-{i}"), "w").close()
     outputs = list(Executor(prefix, backend="local").plan(build(hold_dir, marks, ROUNDS)).values())
     first, second = start(prefix, hold_dir, marks), start(prefix, hold_dir, marks, "follow")
+    runners = (first, second)
     try:
         for i, out in enumerate(outputs):
-            wait_for_mark(marks, f"started {i} {first.pid}")
+            wait_for_mark(marks, f"started {i} {first.pid}", runners)
             os.kill(first.pid, signal.SIGSTOP)
             try:
                 os.unlink(os.path.join(hold_dir, f"hold-{i}"))
                 open(os.path.join(hold_dir, f"go-{i}"), "w").close()
-                wait_for_mark(marks, f"published {i} {second.pid}")
+                wait_for_mark(marks, f"published {i} {second.pid}", (second,))
             finally:
                 os.kill(first.pid, signal.SIGCONT)
-            wait_for_mark(marks, f"wrote {i} {first.pid}")
+            wait_for_mark(marks, f"wrote {i} {first.pid}", (first,))
             assert_published_bytes_match_the_manifest(out)
         logs = [p.communicate(timeout=120)[0] for p in (first, second)]
         assert first.returncode == 0 and second.returncode == 0, logs

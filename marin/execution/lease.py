@@ -208,7 +208,8 @@ class Lease:
         """Keeps the lease (and its heartbeats) past the `with`, for work that must end before it is
         released (removing a step's attempt folders in the background); no thread is interrupted any more
         if it is lost. The caller must `release()` it."""
-        self.thread_id = None
+        with self.lock:
+            self.thread_id = None
         self.deferred = True
 
     def refresh(self) -> bool:

@@ -266,7 +266,8 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
                 if tries_left:
                     logger.warning("step %s failed (%s); retrying (%d left)", task.name, error, tries_left)
         interruptible_now(None)
-        lease.thread_id = None  # from here on a lost lease is noticed by the publication's own check
+        with lease.lock:  # the keeper interrupts under this lock: none is sent from here on
+            lease.thread_id = None  # a lost lease is noticed by the publication's own check
         if error is None:
             logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - timer.t0)
             try:
