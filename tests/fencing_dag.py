@@ -32,22 +32,27 @@ class HoldConfig:
 
 def hold_step(config: HoldConfig) -> None:
     """Writes from a worker thread, as data steps do: a lost lease interrupts the step's own thread
-    only, so a fenced-out runner's worker goes on writing after it resumes."""
+    only, so a fenced-out runner's worker goes on writing after it resumes. The step's thread waits on
+    an Event: an interrupt raised inside `Thread.join` would make the worker look finished (Python 3.11),
+    and the process could exit before the worker's late writes."""
     pid = str(os.getpid()).encode()
+    done = threading.Event()
 
     def work():
-        write_bytes(join(config.output_path, "first.txt"), pid)
-        with open(config.started_file, "a") as f:
-            f.write(f"{os.getpid()}\n")
-        while os.path.exists(config.hold_file):
-            time.sleep(0.02)
-        write_bytes(join(config.output_path, "second.txt"), pid)
-        write_bytes(join(config.output_path, f"late-{os.getpid()}.txt"), pid)
+        try:
+            write_bytes(join(config.output_path, "first.txt"), pid)
+            with open(config.started_file, "a") as f:
+                f.write(f"{os.getpid()}\n")
+            while os.path.exists(config.hold_file):
+                time.sleep(0.02)
+            write_bytes(join(config.output_path, "second.txt"), pid)
+            write_bytes(join(config.output_path, f"late-{os.getpid()}.txt"), pid)
+        finally:
+            done.set()
 
-    worker = threading.Thread(target=work)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
+    threading.Thread(target=work).start()
+    while not done.wait(0.05):
+        pass
 
 
 def build(hold_file: str, started_file: str) -> list[ExecutorStep]:
