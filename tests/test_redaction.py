@@ -10,9 +10,18 @@ import sys
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, provenance, versioned
-from marin.execution.redaction import CredentialInPatchError, find_in_patch, redact_argv, redact_text
+from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, provenance, redaction, versioned
+from marin.execution.redaction import (
+    REDACTED,
+    CredentialInPatchError,
+    _redact_shapes,
+    find_in_patch,
+    redact_argv,
+    redact_text,
+)
 from marin.storage import url_to_fs, write_bytes
 
 # Built by concatenation so that this file does not itself hold credential-shaped strings.
@@ -151,3 +160,32 @@ def test_the_refusal_is_one_line_from_an_experiment_script(tmp_path):
     )
     assert run.returncode == 2, run.stderr
     assert "settings.py:2: a GitHub token" in run.stderr and "Traceback" not in run.stderr
+
+
+_FRAGMENTS = [
+    "hf_" + "Zq9" * 11,
+    "ASIA" + "QRSTUVWXYZ765432",
+    "gho_" + "k7" * 19,
+    "https://bot:" + "Pw" * 5 + "@mirror",
+    "https://user:<password>@host",
+    "-----BEGIN RSA " + "PRIVATE KEY-----",
+    "AIza" + "B" * 35,
+    "github_pat_" + "a" * 22,
+    "step tokenize: 12 shards",
+    " ",
+    "://",
+    ":",
+    "@",
+    "hf_",
+]
+"""Shapes no other test passes to `redact_argv`, so no remembered value redacts them first."""
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=6), max_size=6).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_a_log_line_is_redacted_as_by_every_shape_pass_whether_or_not_one_matches(line):
+    """`redact_text` skips its passes when one combined pattern finds nothing; the result is the passes'."""
+    known_replaced = line
+    for value in sorted(redaction._known, key=len, reverse=True):
+        known_replaced = known_replaced.replace(value, REDACTED)
+    assert redact_text(line) == _redact_shapes(known_replaced, remember=False)[0]

@@ -22,6 +22,7 @@ scanned instead: a credential-shaped line in it refuses the run, naming file and
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Sequence
@@ -72,6 +73,14 @@ _PLACEHOLDER = r"^(?:<[^>]*>|\$\{?\w+\}?|\{\w*\}|\*+|\.\.\.|x+|X+)$"
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
+_known_longest_first: tuple[str, ...] = ()
+"""`_known`, longest first (rebuilt when a value is remembered, not per line)."""
+
+
+@functools.cache
+def _any_shape() -> re.Pattern:
+    """Every shape in one pattern: a line it finds nothing in (almost every log line) skips the passes."""
+    return re.compile("|".join(f"(?:{p})" for p in (URL_PASSWORD, *(p for _, p in TOKEN_PATTERNS))))
 
 
 def _secret_name(flag: str) -> bool:
@@ -81,20 +90,23 @@ def _secret_name(flag: str) -> bool:
 
 
 def _remember(value: str) -> None:
+    global _known_longest_first
     if len(value) >= 4:
         with _known_lock:
-            _known.add(value)
+            if value not in _known:
+                _known.add(value)
+                _known_longest_first = tuple(sorted(_known, key=len, reverse=True))
 
 
 def redact_text(text: str) -> str:
     """`text` with URL passwords, token-shaped strings and every value redacted so far replaced."""
     if not text:
         return text
-    with _known_lock:
-        known = sorted(_known, key=len, reverse=True)
-    for value in known:
+    for value in _known_longest_first:
         if value in text:
             text = text.replace(value, REDACTED)
+    if not _any_shape().search(text):
+        return text
     return _redact_shapes(text, remember=False)[0]
 
 
