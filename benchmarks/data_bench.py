@@ -14,8 +14,8 @@ Parts (`--parts`, comma-separated):
   texts, encodings dropped once counted, so it fits in memory at 1 GB): CPU per MB, the ratio per
   core, peak RSS of the driver and of the largest worker, and our step's CPU and driver peak by phase
   (the driver's encoder, the shards, the assembly); and the per-process fixed cost, each in a
-  fresh process: the driver's (`LevanterEncoder` plus Levanter's cache writer: `levanter.data.text`)
-  and a worker's (the step's module and the encoder rebuilt from its spec: `tokenizers` only);
+  fresh process: the driver's (the step's module, `LevanterEncoder` and a one-row `write_cache`; it
+  says whether Levanter was imported) and a worker's (the step's module and the encoder rebuilt from its spec: `tokenizers` only);
 - dedup: datatrove's MinHash pipeline run directly (signatures, buckets, cluster, filter on
   LocalPipelineExecutor, one task per shard) at `--compare-scale`, beside our dedup there;
   recall and precision of both against the planted copies (Jaccard >= 0.8 are duplicates);
@@ -176,21 +176,20 @@ def run_side(side: str, corpus: str, out: str, workers: int, tokenizer: str) -> 
             del texts, encoded
         return {"documents": documents, "tokens": tokens}
     if side == "fixed-driver":
-        from levanter.store.cache import SerialCacheWriter  # noqa: F401
-
-        from marin.processing.levanter_cache import LevanterEncoder
+        from marin.processing.levanter_cache import LevanterEncoder, write_cache
+        from marin.processing.tokenize import tokenize  # noqa: F401
 
         encoder = LevanterEncoder(tokenizer)
-        encoder.encode(["hi there"])
+        write_cache(out + "-cache", encoder, [encoder.encode(["hi there"])])
         with open(os.path.join(os.path.dirname(out), "out-fixed-worker-spec.json"), "w") as f:
             json.dump(encoder.worker_spec(), f)
-        return {"levanter_imported": "levanter.data.text" in sys.modules}
+        return {"levanter_imported": "levanter" in sys.modules}
     if side == "fixed-worker":
         from marin.processing.levanter_cache import encoder_from_spec
         from marin.processing.tokenize import tokenize_shard  # noqa: F401
 
         encoder_from_spec(out + "-spec.json").encode(["hi there"])
-        return {"levanter_imported": "levanter.data.text" in sys.modules}
+        return {"levanter_imported": "levanter" in sys.modules}
     if side.startswith("long-"):
         return run_long(side.removeprefix("long-"), corpus, out, tokenizer)
     if side == "filter":
@@ -440,7 +439,7 @@ def fixed_costs(work: str, tok: str) -> dict:
     for side, r in costs.items():
         print(
             f"{side:13s} CPU {r['cpu']:5.1f} s  wall {r['wall']:5.1f} s  peak RSS {r['rss_driver_mb']:5.0f} MB  "
-            f"imports levanter.data.text: {r['levanter_imported']}",
+            f"imports levanter: {r['levanter_imported']}",
             flush=True,
         )
     return costs

@@ -203,6 +203,97 @@ def test_a_tokenizer_levanter_splits_long_texts_for_goes_through_levanters_own_p
     assert [list(a) for a in encoder.encode(texts)] == expected
 
 
+def _tokenizer_variant(tok: str, out, variant: str) -> str:
+    """A copy of the trained tokenizer folder `tok`, changed as `variant` says."""
+    import shutil
+
+    if variant == "levanter_adds_bos_eos":
+        return _without_post_processor(tok, out)
+    shutil.copytree(tok, out)
+    config_path = out / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    if variant == "max_length":
+        config["model_max_length"] = 512
+    elif variant == "no_max_length":
+        del config["model_max_length"]
+    elif variant == "token_only_in_config":
+        config["added_tokens_decoder"]["4096"] = {**config["added_tokens_decoder"]["0"], "content": "<|pad|>"}
+    elif variant == "other_class":
+        config["tokenizer_class"] = "GPT2TokenizerFast"
+    elif variant == "unknown_key":
+        config["add_bos_token"] = True
+    elif variant == "added_tokens_file":
+        (out / "added_tokens.json").write_text(json.dumps({"<|extra|>": 4096}))
+    config_path.write_text(json.dumps(config))
+    (out / ".executor_status").write_text("SUCCESS")
+    return str(out)
+
+
+@pytest.mark.parametrize(
+    ("variant", "plain"),
+    [
+        ("trained", True),
+        ("levanter_adds_bos_eos", True),
+        ("max_length", True),
+        ("no_max_length", True),
+        ("token_only_in_config", False),
+        ("other_class", False),
+        ("unknown_key", False),
+        ("added_tokens_file", False),
+    ],
+)
+def test_a_plain_tokenizer_folder_is_read_without_levanter_with_exactly_levanters_metadata(
+    data, tmp_path, variant, plain
+):
+    """The encoder of a plain folder comes from `tokenizers` alone; any folder that transformers might read
+    differently goes through Levanter. Both routes must agree wherever the plain one is taken."""
+    from marin.processing.levanter_cache import plain_tokenizer
+
+    root, docs = data
+    tok = _tokenizer_variant(str(root / "tok"), tmp_path / "t", variant)
+    assert (plain_tokenizer(tok) is not None) == plain
+    ours, levanters = LevanterEncoder(tok), LevanterEncoder(tok, through_levanter=True)
+    assert (ours.metadata, ours.dtype) == (levanters.metadata, levanters.dtype)
+    assert ours.worker_spec() == levanters.worker_spec()
+    texts = [d["text"] for d in docs[:20]] + EDGE_TEXTS
+    assert [list(a) for a in ours.encode(texts)] == [list(a) for a in levanters.encode(texts)]
+    if variant == "max_length":
+        assert ours.metadata["max_length"] == 512
+
+
+def test_the_tokenize_driver_imports_neither_levanter_nor_transformers_for_a_plain_tokenizer(data, tmp_path):
+    """Importing Levanter costs each process ~10 CPU-s and ~380 MB: the step's driver must not pay it."""
+    import subprocess
+    import sys
+
+    root, _ = data
+    script = (
+        "import sys\n"
+        "from marin.processing.tokenize import TokenizeConfig, tokenize\n"
+        f"tokenize(TokenizeConfig(input_path={str(root / 'docs')!r}, tokenizer={str(root / 'tok')!r}, "
+        f"output_path={str(tmp_path / 'out')!r}, workers=2))\n"
+        "print(sorted(m for m in ('levanter', 'transformers', 'jax') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]", result.stdout
+    tokenize(
+        TokenizeConfig(input_path=str(root / "docs"), tokenizer=str(root / "tok"), output_path=str(tmp_path / "b"))
+    )
+    assert tree_bytes(tmp_path / "out" / "train") == tree_bytes(tmp_path / "b" / "train")
+
+
+def test_the_cache_layout_constants_are_levanters():
+    import levanter.store.jagged_array as jagged
+
+    from marin.processing import levanter_cache
+
+    assert (levanter_cache.WRITE_CHUNK, levanter_cache.INNER_CHUNK) == (
+        jagged.DEFAULT_WRITE_CHUNK_SIZE,
+        jagged.DEFAULT_CHUNK_SIZE,
+    )
+
+
 def test_caches_are_byte_identical_to_levanters_serial_writer_fed_by_its_own_preprocessor(data, tmp_path):
     from levanter.compat.hf_checkpoints import load_tokenizer
     from levanter.data.text import TextLmDatasetFormat, preprocessor_for_format
@@ -336,6 +427,8 @@ def test_a_cache_of_many_chunks_moves_to_the_bucket_chunk_by_chunk_with_the_same
 
     monkeypatch.setattr(jagged, "DEFAULT_WRITE_CHUNK_SIZE", 2048)
     monkeypatch.setattr(jagged, "DEFAULT_CHUNK_SIZE", 512)
+    monkeypatch.setattr(levanter_cache, "WRITE_CHUNK", 2048)
+    monkeypatch.setattr(levanter_cache, "INNER_CHUNK", 512)
     monkeypatch.setattr(levanter_cache, "TOKENS_PER_WRITE", 1000)
     root, _ = data
     remote = bucket_prefix("gcs") + "/tokenized"
@@ -497,6 +590,8 @@ def small_chunks(monkeypatch):
 
     monkeypatch.setattr(jagged, "DEFAULT_WRITE_CHUNK_SIZE", 2048)
     monkeypatch.setattr(jagged, "DEFAULT_CHUNK_SIZE", 512)
+    monkeypatch.setattr(levanter_cache, "WRITE_CHUNK", 2048)
+    monkeypatch.setattr(levanter_cache, "INNER_CHUNK", 512)
     monkeypatch.setattr(levanter_cache, "TOKENS_PER_WRITE", 1000)
 
 
@@ -512,7 +607,8 @@ def test_data_chunk_files_written_by_write_cache_are_levanters_bytes_over_many_c
     rows = _many_chunk_rows()
     write_cache(str(tmp_path / "ours"), encoder, [rows[i : i + 7] for i in range(0, len(rows), 7)])
     metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
-    with SerialCacheWriter(str(tmp_path / "levanter"), encoder.exemplar, metadata=metadata) as writer:
+    exemplar = {"input_ids": np.zeros(0, dtype=encoder.dtype)}
+    with SerialCacheWriter(str(tmp_path / "levanter"), exemplar, metadata=metadata) as writer:
         writer.write_batch([{"input_ids": r} for r in rows])
     ours, levanters = tree_bytes(tmp_path / "ours"), tree_bytes(tmp_path / "levanter")
     files = sorted(rel for rel in ours if rel.startswith("input_ids/data/c/"))

@@ -27,7 +27,8 @@ around them. A tokenizer with any other part (a Replace or Strip normalizer, a M
 Split pre-tokenizer, BERT's post-processor, BPE dropout) has no piece framing and is encoded whole,
 as is a text with no such cut point (e.g. one without spaces).
 
-The cache is written to a local folder: the store's metadata, offsets and ledger by `SerialCacheWriter`,
+The cache is written to a local folder without Levanter, with the bytes of its `SerialCacheWriter`: the
+arrays created as its store creates them, offsets by tensorstore, the ledger as Levanter serialises it,
 the data chunk files by `_ShardedData` with tensorstore's own bytes, an inner chunk at a time, so memory
 does not grow with the cache as it does when tensorstore rewrites a whole chunk file on each write.
 For gs:// and s3:// the cache is built in a local temporary folder from which each chunk file moves to
@@ -48,16 +49,19 @@ import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from marin.storage import delete, is_local, join, put_file, read_bytes, strip_protocol
+from marin.storage import VOLATILE_LIST, delete, is_local, join, list_dir, put_file, read_bytes, strip_protocol
 
 logger = logging.getLogger(__name__)
 
 LEDGER = "shard_ledger.json"
 TOKENS_PER_WRITE = 4 * 1024 * 1024
+WRITE_CHUNK = 256 * 1024 * 512
+"""Elements per chunk file of a cache array: Levanter's `jagged_array.DEFAULT_WRITE_CHUNK_SIZE`."""
+INNER_CHUNK = 256 * 1024
+"""Elements per inner chunk of a chunk file: Levanter's `jagged_array.DEFAULT_CHUNK_SIZE`."""
 LONG_TEXT_CHARS = 1 << 20
 PIECE_CHARS = 1 << 16
 PIECES_PER_CALL = 16
@@ -65,24 +69,35 @@ _CUT = re.compile(r"[A-Za-z0-9](?=[ \n])")
 
 
 class LevanterEncoder:
-    """Texts to the `input_ids` Levanter's `TextLmDatasetFormat` preprocessor makes (bos and eos enforced)."""
+    """Texts to the `input_ids` Levanter's `TextLmDatasetFormat` preprocessor makes (bos and eos enforced).
 
-    def __init__(self, tokenizer_path: str):
+    A plain tokenizer folder (see `plain_tokenizer`) is read with `tokenizers` alone, which gives the same
+    ids, metadata and dtype as Levanter's preprocessor over transformers without importing either
+    (about 10 CPU-s and 380 MB per process); any other goes through `load_tokenizer` and
+    `preprocessor_for_format`, as does any folder with `through_levanter=True`.
+    """
+
+    def __init__(self, tokenizer_path: str, *, through_levanter: bool = False):
+        self.tokenizer_path = tokenizer_path
+        self.fast: FastEncoder | None = None
+        self.processor = None
+        plain = None if through_levanter else plain_tokenizer(tokenizer_path)
+        if plain is not None:
+            self.metadata, self.fast = plain
+            self.dtype = self.fast.dtype
+            return
         from levanter.compat.hf_checkpoints import load_tokenizer
         from levanter.data.text import BatchTokenizer, TextLmDatasetFormat, preprocessor_for_format
         from transformers import PreTrainedTokenizerFast
 
-        self.tokenizer_path = tokenizer_path
         tokenizer = load_tokenizer(tokenizer_path)
         self.processor = preprocessor_for_format(TextLmDatasetFormat(), tokenizer, enforce_bos=True, enforce_eos=True)
         self.metadata = self.processor.metadata
-        self.exemplar = self.processor.output_exemplar
-        self.dtype = np.asarray(self.exemplar["input_ids"]).dtype
-        self.fast: FastEncoder | None = None
+        self.dtype = np.asarray(self.processor.output_exemplar["input_ids"]).dtype
         if isinstance(tokenizer, PreTrainedTokenizerFast) and isinstance(self.processor, BatchTokenizer):
             backend = tokenizer.backend_tokenizer
-            plain = backend.truncation is None and backend.padding is None
-            if plain and self.processor.padding is False and not self.processor._needs_long_sequence_workaround:
+            plain_backend = backend.truncation is None and backend.padding is None
+            if plain_backend and self.processor.padding is False and not self.processor._needs_long_sequence_workaround:
                 self.fast = FastEncoder(
                     backend,
                     prefix=tokenizer.bos_token + " " if self.metadata["append_bos"] else "",
@@ -97,6 +112,7 @@ class LevanterEncoder:
         """Tokenize `texts` now; the returned function makes their id arrays (see FastEncoder.encode_later)."""
         if self.fast is not None:
             return self.fast.encode_later(texts)
+        assert self.processor is not None
         rows = self.processor([{"text": t} for t in texts])
         arrays = [np.asarray(r["input_ids"], dtype=self.dtype) for r in rows]
         return lambda: arrays
@@ -161,6 +177,98 @@ class FastEncoder:
             "suffix": self._suffix,
             "dtype": self.dtype.str,
         }
+
+
+_PLAIN_CONFIG_KEYS = {
+    "added_tokens_decoder",
+    "additional_special_tokens",
+    "bos_token",
+    "clean_up_tokenization_spaces",
+    "eos_token",
+    "extra_special_tokens",
+    "model_input_names",
+    "model_max_length",
+    "tokenizer_class",
+}
+_PLAIN_FILES = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "train_info.json", VOLATILE_LIST}
+_TRANSFORMERS_NO_MAX_LENGTH = int(1e30)
+_ADDED_TOKEN_FLAGS = ("content", "lstrip", "rstrip", "normalized", "single_word", "special")
+
+
+def plain_tokenizer(tokenizer_path: str) -> tuple[dict, FastEncoder] | None:
+    """Levanter's preprocessor metadata and the fast encoder for a plain tokenizer folder,
+    computed with `tokenizers` alone; None for any other folder (the caller then asks Levanter).
+
+    Plain is what `train_tokenizer` writes: `tokenizer_class` PreTrainedTokenizerFast, no keys in
+    `tokenizer_config.json` beyond those listed in `_PLAIN_CONFIG_KEYS`, no file beside them but
+    `train_info.json` and the step's own (dot-files, the volatile list), string bos/eos tokens present in the vocabulary, every
+    `added_tokens_decoder` entry already in `tokenizer.json` as it says, no truncation or padding, and
+    no Replace or Sequence normalizer (for which Levanter splits long strings). For such a folder
+    transformers builds its tokenizer from `tokenizer.json` as is, so Levanter's `BatchTokenizer` reduces
+    to the backend: its metadata is the path, `len(tokenizer)` (the vocabulary with added tokens), the
+    model_max_length, and whether bos and eos must be added, which it decides from the ids of
+    "hi there" as done here; the ids' dtype is that of its exemplar (those ids as an array).
+    tests/test_tokenize.py compares both routes on several folders.
+    """
+
+    def read_json(name: str):
+        raw = read_bytes(join(tokenizer_path, name))
+        return None if raw is None else json.loads(raw)
+
+    try:
+        names = {name for name in list_dir(tokenizer_path) if not name.startswith(".")}
+        config = read_json("tokenizer_config.json")
+        raw_tokenizer = read_bytes(join(tokenizer_path, "tokenizer.json"))
+        special = read_json("special_tokens_map.json") or {}
+    except (OSError, ValueError):
+        return None
+    if config is None or raw_tokenizer is None or not names <= _PLAIN_FILES:
+        return None
+    if config.get("tokenizer_class") != "PreTrainedTokenizerFast" or not set(config) <= _PLAIN_CONFIG_KEYS:
+        return None
+    if config.get("additional_special_tokens", []) or config.get("extra_special_tokens", {}):
+        return None
+    bos, eos = config.get("bos_token"), config.get("eos_token")
+    if not all(isinstance(t, str | None) for t in (bos, eos)) or set(special) - {"bos_token", "eos_token"}:
+        return None
+    if special.get("bos_token", bos) != bos or special.get("eos_token", eos) != eos:
+        return None
+    from tokenizers import Tokenizer, normalizers
+
+    backend = Tokenizer.from_str(raw_tokenizer.decode("utf-8"))
+    if backend.truncation is not None or backend.padding is not None:
+        return None
+    if isinstance(backend.normalizer, normalizers.Replace | normalizers.Sequence):
+        return None
+    added = {
+        t["id"]: {k: t.get(k) for k in _ADDED_TOKEN_FLAGS} for t in json.loads(raw_tokenizer).get("added_tokens", [])
+    }
+    for token_id, token in (config.get("added_tokens_decoder") or {}).items():
+        if added.get(int(token_id)) != {k: token.get(k) for k in _ADDED_TOKEN_FLAGS}:
+            return None
+    bos_id = None if bos is None else backend.token_to_id(bos)
+    eos_id = None if eos is None else backend.token_to_id(eos)
+    if (bos is not None and bos_id is None) or (eos is not None and eos_id is None):
+        return None
+    hi_there = backend.encode("hi there").ids
+    append_bos = bos_id is not None and hi_there[0] != bos_id
+    append_eos = eos_id is not None and hi_there[-1] != eos_id
+    metadata = {
+        "tokenizer": tokenizer_path,
+        "vocab_size": backend.get_vocab_size(with_added_tokens=True),
+        "return_attention_mask": False,
+        "padding": False,
+        "max_length": config.get("model_max_length", _TRANSFORMERS_NO_MAX_LENGTH),
+        "append_bos": append_bos,
+        "append_eos": append_eos,
+    }
+    encoder = FastEncoder(
+        backend,
+        prefix=f"{bos} " if append_bos else "",
+        suffix=f" {eos}" if append_eos else "",
+        dtype=np.asarray(hi_there).dtype,
+    )
+    return metadata, encoder
 
 
 def long_text_cuts(text: str, size: int) -> list[int]:
@@ -410,24 +518,6 @@ class _ShardedData:
         self._offset = 0
         self._entries = np.full((self.per_file, 2), np.iinfo(np.uint64).max, dtype=np.uint64)
 
-    @staticmethod
-    def layout_known(meta: dict) -> bool:
-        """Whether `meta` (a zarr.json) is the one-dimensional sharded layout this writer reproduces."""
-        codecs = meta.get("codecs") or []
-        if len(codecs) != 1 or codecs[0].get("name") != "sharding_indexed":
-            return False
-        shard = codecs[0].get("configuration", {})
-        width = meta.get("chunk_grid", {}).get("configuration", {}).get("chunk_shape", [])
-        inner = shard.get("chunk_shape", [])
-        return (
-            len(width) == 1
-            and len(inner) == 1
-            and width[0] % inner[0] == 0
-            and shard.get("index_location", "end") == "end"
-            and meta.get("chunk_key_encoding") == {"name": "default"}
-            and meta.get("data_type") in ("int32", "int64", "uint32", "uint64")
-        )
-
     def extend(self, data: np.ndarray) -> None:
         pos = 0
         while pos < len(data):
@@ -473,61 +563,70 @@ class _ShardedData:
             self._end_file()
 
 
-def _direct_store(writer, folder: str) -> tuple[Any, _ShardedData] | None:
-    """The writer's `input_ids` JaggedArrayStore and a `_ShardedData` for its data, when its layout is known."""
-    tree = writer._tree_store.tree
-    if not isinstance(tree, dict) or set(tree) != {"input_ids"} or tree["input_ids"].shapes is not None:
-        return None
-    data_dir = os.path.join(folder, "input_ids", "data")
-    with open(os.path.join(data_dir, "zarr.json")) as f:
-        meta = json.load(f)
-    if not _ShardedData.layout_known(meta):
-        return None
-    return tree["input_ids"], _ShardedData(data_dir, meta)
+def _create_array(path: str, dtype: np.dtype):
+    """An empty array as Levanter's JaggedArrayStore creates one on disk (its `_get_spec`): zarr3, shape 2**54,
+    chunk files of WRITE_CHUNK elements sharded into inner chunks of INNER_CHUNK, blosc level 5."""
+    import tensorstore as ts
+
+    codec = {"chunk_shape": [INNER_CHUNK], "codecs": [{"name": "blosc", "configuration": {"clevel": 5}}]}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": path},
+        "metadata": {
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [WRITE_CHUNK]}},
+            "codecs": [{"name": "sharding_indexed", "configuration": codec}],
+        },
+    }
+    return ts.open(spec, dtype=np.dtype(dtype).name, shape=[2**54], create=True, delete_existing=True).result()
 
 
 def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequence[np.ndarray]]) -> int:
     """Write a finished Levanter cache of the rows in `batches` (replacing any cache there); returns rows.
 
-    Levanter's `SerialCacheWriter` creates the store (its `zarr.json` files) and writes `shard_ledger.json`.
-    The offsets (row ends, with the row count at index 0) go through its tensorstore arrays in runs of
-    about TOKENS_PER_WRITE tokens whatever the batches are (each write rewrites the offsets' chunk file);
-    the tokens go to `_ShardedData`, which writes the data chunk files with the bytes tensorstore writes, in
-    memory bounded by one run (~50 MB: the rows, then their concatenation) whatever the cache size. A store
-    of another layout goes through `write_batch` as is. The bytes are those of `SerialCacheWriter` fed
-    every row in one `write_batch` (tests/test_tokenize.py). On a bucket, finished chunk files move there
-    after each run (see `_Spiller`).
+    The files are those of Levanter's `SerialCacheWriter` fed every row in one `write_batch`
+    (tests/test_tokenize.py), written without importing Levanter: the store's two arrays created as its
+    JaggedArrayStore creates them (`input_ids/offsets`: row ends, with the row count at index 0;
+    `input_ids/data`: the tokens), then `shard_ledger.json` as its `CacheLedger` serialises it. The
+    offsets are written through tensorstore in runs of about TOKENS_PER_WRITE tokens whatever the
+    batches are (each write rewrites the offsets' chunk file); the tokens go to `_ShardedData`, which
+    writes the data chunk files with the bytes tensorstore writes, in memory bounded by one run (~50 MB:
+    the rows, then their concatenation) whatever the cache size. On a bucket, finished chunk files move
+    there after each run (see `_Spiller`).
     """
-    from levanter.store.cache import CacheMetadata, SerialCacheWriter
-
     rows = tokens = 0
     with _build_folder(cache_dir) as (folder, spiller):
-        metadata = CacheMetadata(preprocessor_metadata=encoder.metadata)
-        with SerialCacheWriter(folder, encoder.exemplar, metadata=metadata) as writer:
-            direct = _direct_store(writer, folder)
-            pending: list[np.ndarray] = []
-            pending_tokens = 0
-            for batch in itertools.chain(batches, [None]):
-                if batch is not None:
-                    pending.extend(batch)
-                    pending_tokens += sum(len(ids) for ids in batch)
-                if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
-                    if direct is None:
-                        writer.write_batch([{"input_ids": ids} for ids in pending])
-                    else:
-                        store, data = direct
-                        ends = tokens + np.cumsum([len(ids) for ids in pending], dtype=np.int64)
-                        data.extend(np.concatenate(pending).astype(data.dtype, copy=False))
-                        store.offsets[rows + 1 : rows + 1 + len(pending)].write(ends).result()
-                        store.offsets[0].write(rows + len(pending)).result()
-                        store._cached_num_rows, store._cached_data_size = rows + len(pending), int(ends[-1])
-                    rows += len(pending)
-                    tokens += pending_tokens
-                    pending, pending_tokens = [], 0
-                    if spiller is not None:
-                        spiller.spill(rows, tokens)
-            if direct is not None:
-                direct[1].finish()
+        offsets = _create_array(os.path.join(folder, "input_ids", "offsets"), np.dtype(np.int64))
+        data_dir = os.path.join(folder, "input_ids", "data")
+        _create_array(data_dir, encoder.dtype)
+        with open(os.path.join(data_dir, "zarr.json")) as f:
+            data = _ShardedData(data_dir, json.load(f))
+        pending: list[np.ndarray] = []
+        pending_tokens = 0
+        for batch in itertools.chain(batches, [None]):
+            if batch is not None:
+                pending.extend(batch)
+                pending_tokens += sum(len(ids) for ids in batch)
+            if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
+                ends = tokens + np.cumsum([len(ids) for ids in pending], dtype=np.int64)
+                data.extend(np.concatenate(pending).astype(data.dtype, copy=False))
+                offsets[rows + 1 : rows + 1 + len(pending)].write(ends).result()
+                offsets[0].write(rows + len(pending)).result()
+                rows += len(pending)
+                tokens += pending_tokens
+                pending, pending_tokens = [], 0
+                if spiller is not None:
+                    spiller.spill(rows, tokens)
+        data.finish()
+        ledger = {
+            "total_num_rows": rows,
+            "shard_rows": {"": rows},
+            "is_finished": True,
+            "finished_shards": [""],
+            "field_counts": {},
+            "metadata": {"preprocessor_metadata": encoder.metadata},
+        }
+        with open(os.path.join(folder, LEDGER), "w") as f:
+            f.write(json.dumps(ledger))
     logger.info("wrote Levanter cache %s (%d rows, tokenizer %s)", cache_dir, rows, encoder.tokenizer_path)
     return rows
 
