@@ -200,18 +200,6 @@ def join_path(path: str, suffix: str) -> str:
     return path + suffix if path or suffix[0] == "[" else suffix[1:]
 
 
-def field_rule(f: dataclasses.Field, value: Any, parent_rule: str) -> str:
-    """The rule of a dataclass field's value inside a node of `parent_rule`, as the field declares."""
-    if parent_rule == MARKED:
-        return MARKED
-    rule = version_rule(f)
-    if rule == NEVER or (value is None and input_spec(f) is not None):
-        return MARKED
-    if rule == UNLESS_DEFAULT and not holds_placeholders(value) and value == field_default(f):
-        return MARKED
-    return VERSIONED
-
-
 Visit = Callable[[str, "dataclasses.Field | None", Any, str], bool]
 
 
@@ -229,33 +217,22 @@ def walk(config: Any, visit: Visit, path: str = "") -> None:
 
 def _walk_parts(value: Any, visit: Visit, path: str, rule: str) -> None:
     """Visits the parts of a node whose visit returned True, and walks on into those whose visit does too
-    (the visit is called here, not one call deeper: planning walks every config, and most parts are leaves)."""
-    cls = type(value)
-    if cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            plain = type(item) in _PLAIN
-            if (rule == VERSIONED or not plain) and visit(f"{path}[{i}]", None, item, rule) and not plain:
-                _walk_parts(item, visit, f"{path}[{i}]", rule)
-        return
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        if isinstance(value, Placeholder):
-            return
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = _fields(cls)
-    if fields is not None:
-        prefix = path + "." if path else ""
-        for _, f in fields:
-            item = getattr(value, f.name)
-            item_rule = rule if rule == MARKED else field_rule(f, item, rule)
-            plain = type(item) in _PLAIN
-            if (item_rule == VERSIONED or not plain) and visit(prefix + f.name, f, item, item_rule) and not plain:
-                _walk_parts(item, visit, prefix + f.name, item_rule)
-        return
-    for suffix, _, item in items(value) or ():
+    (the visit is called here, not one call deeper: planning walks every config, and most parts are leaves).
+    A dataclass field's rule is the one its declaration gives inside a versioned node."""
+    for suffix, f, item in items(value) or ():
+        item_rule = rule
+        if f is not None and rule == VERSIONED:
+            declared = version_rule(f)
+            if declared == NEVER or (item is None and input_spec(f) is not None):
+                item_rule = MARKED
+            elif declared == UNLESS_DEFAULT and not holds_placeholders(item) and item == field_default(f):
+                item_rule = MARKED
         plain = type(item) in _PLAIN
-        if (rule == VERSIONED or not plain) and visit(path + suffix, None, item, rule) and not plain:
-            _walk_parts(item, visit, path + suffix, rule)
+        if item_rule == MARKED and plain:
+            continue
+        sub = path + suffix if path or suffix[0] == "[" else suffix[1:]
+        if visit(sub, f, item, item_rule) and not plain:
+            _walk_parts(item, visit, sub, item_rule)
 
 
 def holds_placeholders(value: Any) -> bool:
