@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from marin.execution.planning import PlannedStep
-from marin.execution.status import info_path, read_statuses, status_path
+from marin.execution.status import read_statuses
 from marin.storage import filesystem, is_local, join, list_dir, read_bytes_many, strip_protocol
-from marin.storage.layout import HASH_PATTERN
+from marin.storage.layout import HASH_PATTERN, info_path, status_path
 
 REASON_FIELDS = 3
 """`marin plan` names at most this many changed fields, then says how many more."""

@@ -40,10 +40,10 @@ from marin.execution.records import experiment_hash, experiment_record, step_inf
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
-from marin.execution.status import FAILED, SUCCESS, Action, Outcome, action_for, info_path, read_statuses
+from marin.execution.status import Action, Outcome, action_for, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
 from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
-from marin.storage.layout import RunLine, runs_file
+from marin.storage.layout import RunLine, State, info_path, runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class StepDecision:
 
 
 def _reason(state: str | None, action: Action, code_changed: bool, new_reason: str | None) -> str:
-    if state == SUCCESS:
+    if state == State.SUCCESS:
         if action is Action.RUN:
             return "code changed (--rerun_code_changed)"
         return "succeeded; WARNING: code changed since" if code_changed else "succeeded"
@@ -90,7 +90,7 @@ def _reason(state: str | None, action: Action, code_changed: bool, new_reason: s
         return "running elsewhere (or its runner died)"
     if state is None:
         return f"new hash: {new_reason or 'no output yet'}"
-    return "failed before; --force_run_failed" if state == FAILED else f"was {state}"
+    return "failed before; --force_run_failed" if state == State.FAILED else f"was {state}"
 
 
 def default_experiment_name() -> tuple[str, str | None]:
@@ -179,7 +179,7 @@ class Executor:
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
-            done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
+            done = [p for p, s in zip(selected, states, strict=True) if s == State.SUCCESS]
             for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
                 try:
                     fingerprints[p] = orjson.loads(data)["code_fingerprint"] if data else None
@@ -332,7 +332,7 @@ class Executor:
             return outcomes, False
         inputs = {dep for p in pending for dep in p.dependencies}
         references = read_references([d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs])
-        tasks = {d.planned: (d.action, d.state == SUCCESS) for d in decisions if d.planned not in outcomes}
+        tasks = {d.planned: (d.action, d.state == State.SUCCESS) for d in decisions if d.planned not in outcomes}
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
         for p in pending:
             for dep in p.dependencies:
@@ -413,16 +413,9 @@ class Executor:
             stack.extend(dependents.get(child, []))
 
     def _task(
-        self,
-        p: PlannedStep,
-        plan: Plan,
-        force_run_failed: bool,
-        rerun_succeeded: bool,
-        run: dict | None = None,
-        reuse: bool = False,
-        references: dict | None = None,
+        self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun: bool, run: dict, reuse: bool, references: dict
     ) -> StepTask:
-        resources, references = p.step.resources, references or {}
+        resources = p.step.resources
         referenced = {d.step: references[d.step] for d in p.dependencies if d.step in references}
         return StepTask(
             name=p.name,
@@ -432,7 +425,7 @@ class Executor:
             info=step_info(p, plan, run),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
-            rerun_succeeded=rerun_succeeded,
+            rerun_succeeded=rerun,
             reuse=self.cache_from if reuse else None,
             references=[v for v in referenced.values() if v[1]],
         )

@@ -11,33 +11,7 @@ import enum
 from collections.abc import Sequence
 
 from marin.storage import read_bytes, read_bytes_many, write_bytes
-from marin.storage.layout import State, info_path, lease_path, logs_dir, manifest_path, status_path
-
-RUNNING = State.RUNNING
-SUCCESS = State.SUCCESS
-FAILED = State.FAILED
-DEP_FAILED = State.DEP_FAILED
-STATES = tuple(State)
-
-__all__ = [
-    "DEP_FAILED",
-    "Action",
-    "Outcome",
-    "action_for",
-    "FAILED",
-    "RUNNING",
-    "STATES",
-    "SUCCESS",
-    "State",
-    "info_path",
-    "lease_path",
-    "logs_dir",
-    "manifest_path",
-    "read_status",
-    "read_statuses",
-    "status_path",
-    "write_status",
-]
+from marin.storage.layout import State, status_path
 
 
 def read_status(output_path: str) -> State | None:
@@ -102,10 +76,10 @@ def action_for(
     """What to do with a step in `state`: skip a success (unless rerun), refuse a failure (unless forced),
     wait for one running elsewhere, run the rest, or reuse it instead when `reusable` (`--cache_from` found
     a source of its identity, or the record pins one; the runner verifies it before publishing)."""
-    if state == SUCCESS:
+    if state == State.SUCCESS:
         return Action.RUN if rerun_succeeded else Action.SKIP
-    if state == RUNNING:
+    if state == State.RUNNING:
         return Action.WAIT
-    if state == FAILED and not force_run_failed:
+    if state == State.FAILED and not force_run_failed:
         return Action.FAIL
     return Action.REUSE if reusable else Action.RUN

@@ -135,6 +135,13 @@ def input_spec(f: dataclasses.Field) -> InputSpec | None:
     return f.metadata.get(_KEY, {}).get("input")
 
 
+def in_version(f: dataclasses.Field, value: Any) -> bool:
+    """Whether a dataclass field holding `value` enters the version as its class declares: never when
+    `unversioned` (or an `output_field`), with `versioned_unless_default` only when it differs from its default."""
+    rule = version_rule(f)
+    return rule != NEVER and (rule != UNLESS_DEFAULT or holds_placeholders(value) or value != field_default(f))
+
+
 def field_default(f: dataclasses.Field) -> Any:
     """The field's default value (calling its factory), or MISSING."""
     if f.default is not dataclasses.MISSING:
@@ -221,12 +228,8 @@ def _walk_parts(value: Any, visit: Visit, path: str, rule: str) -> None:
     A dataclass field's rule is the one its declaration gives inside a versioned node."""
     for suffix, f, item in items(value) or ():
         item_rule = rule
-        if f is not None and rule == VERSIONED:
-            declared = version_rule(f)
-            if declared == NEVER or (item is None and input_spec(f) is not None):
-                item_rule = MARKED
-            elif declared == UNLESS_DEFAULT and not holds_placeholders(item) and item == field_default(f):
-                item_rule = MARKED
+        if f is not None and rule == VERSIONED and (not in_version(f, item) or (item is None and input_spec(f))):
+            item_rule = MARKED
         plain = type(item) in _PLAIN
         if item_rule == MARKED and plain:
             continue
