@@ -25,14 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import orjson
-
 from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
 from marin.execution.authoring import ExecutorStep
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import LEFT_FOR_RERUN
-from marin.execution.lease import check_settings
 from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
@@ -40,10 +37,10 @@ from marin.execution.records import experiment_hash, experiment_record, step_inf
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
-from marin.execution.status import Action, Outcome, action_for, read_statuses
+from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
-from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
-from marin.storage.layout import RunLine, State, info_path, runs_file
+from marin.storage import append_line, create_if_absent, exists, join
+from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -180,11 +177,8 @@ class Executor:
         fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
             done = [p for p, s in zip(selected, states, strict=True) if s == State.SUCCESS]
-            for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
-                try:
-                    fingerprints[p] = orjson.loads(data)["code_fingerprint"] if data else None
-                except (ValueError, KeyError):
-                    fingerprints[p] = None
+            for p, info in zip(done, read_infos([p.output_path for p in done]), strict=True):
+                fingerprints[p] = (info or {}).get("code_fingerprint")
 
         def act(d: StepDecision, reusable: bool = False) -> Action:
             rerun = d.code_changed and rerun_code_changed
@@ -214,7 +208,7 @@ class Executor:
         rerun_code_changed: bool = False,
     ) -> RunResult:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
-        check_settings()
+        lease_heartbeat_s(), lease_timeout_s()  # a bad MARIN_LEASE_* setting fails before the run
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(
             plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run

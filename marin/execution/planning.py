@@ -152,7 +152,7 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
             return True
         if cls is ExecutorStep:
             raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
-        if _is_config_class(cls):
+        if dataclasses.is_dataclass(cls):
             _refuse(step, type_errors(value, path, deep=False))
             if plain:
                 _warn_unversioned(step, value, path)
@@ -163,15 +163,6 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
-_CONFIG_CLASSES: dict[type, bool] = {}
-
-
-def _is_config_class(cls: type) -> bool:
-    """Whether instances of `cls` are dataclasses (answered once per class: planning asks per node)."""
-    found = _CONFIG_CLASSES.get(cls)
-    if found is None:
-        found = _CONFIG_CLASSES[cls] = dataclasses.is_dataclass(cls)
-    return found
 
 
 def _refuse(step: ExecutorStep, errors: list[str]) -> None:

@@ -125,15 +125,6 @@ def _module_digest(file: str, package: str) -> bytes:
     return digest.digest()
 
 
-def is_project_file(path: str) -> bool:
-    """A file of this project (under the root, outside any virtual environment or site-packages)."""
-    root = project_root()
-    return path.startswith(root + os.sep) and not any(
-        part in ("site-packages", "dist-packages") or part.startswith(".venv")
-        for part in path[len(root) :].split(os.sep)
-    )
-
-
 def project_imports(file: str, package: str = "") -> list[str]:
     """The project files `file` imports, directly or through other project files (sorted, without `file`).
 
@@ -195,7 +186,7 @@ def _locate(module: str) -> tuple[str, str] | None:
         return None
     base = os.path.join(project_root(), *module.split("."))
     for path, package in ((os.path.join(base, "__init__.py"), module), (base + ".py", module.rpartition(".")[0])):
-        if os.path.isfile(path) and is_project_file(path):
+        if os.path.isfile(path):
             return path, package
     return None
 

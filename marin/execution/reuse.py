@@ -468,17 +468,11 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
 
 def read_references(planned_steps: list) -> dict:
     """For steps already published by reference: ExecutorStep -> (the folder they are read from, their manifest)."""
-    from marin.storage import read_bytes_many
+    from marin.execution.status import read_infos
 
-    if not planned_steps:
-        return {}
-    infos = read_bytes_many([join(p.output_path, INFO_FILE) for p in planned_steps])
     found = {}
-    for p, data in zip(planned_steps, infos, strict=True):
-        try:
-            path = referenced_path(orjson.loads(data)) if data else None
-        except ValueError:
-            path = None
+    for p, info in zip(planned_steps, read_infos([p.output_path for p in planned_steps]), strict=True):
+        path = referenced_path(info)
         if path is None:
             continue
         manifest_data = read_bytes(join(p.output_path, MANIFEST_FILE))

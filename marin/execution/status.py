@@ -10,8 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+import orjson
+
 from marin.storage import read_bytes, read_bytes_many, write_bytes
-from marin.storage.layout import State, status_path
+from marin.storage.layout import State, info_path, status_path
 
 
 def read_status(output_path: str) -> State | None:
@@ -22,6 +24,19 @@ def read_status(output_path: str) -> State | None:
 def read_statuses(output_paths: Sequence[str]) -> list[State | None]:
     """States of many steps: one read each, concurrently on buckets."""
     return [State.parse(d) for d in read_bytes_many([status_path(p) for p in output_paths])]
+
+
+def read_infos(output_paths: Sequence[str]) -> list[dict | None]:
+    """The `.executor_info` of many steps (one read each, concurrently on buckets); None where it is absent
+    or not a JSON object."""
+    infos: list[dict | None] = []
+    for data in read_bytes_many([info_path(p) for p in output_paths]):
+        try:
+            info = orjson.loads(data) if data else None
+        except ValueError:
+            info = None
+        infos.append(info if isinstance(info, dict) else None)
+    return infos
 
 
 def write_status(output_path: str, state: State | str) -> None:

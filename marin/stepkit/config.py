@@ -361,9 +361,6 @@ def _expected(hint: Any, value: Any) -> str:
     return f"expected {_name(hint)}, got {type(value).__qualname__} {value!r:.60}"
 
 
-_CHECKED: dict[type, tuple[tuple[str, Any], ...]] = {}
-
-
 def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     """`path: why` for every field of a dataclass `config` (and, with `deep`, of every dataclass in it, the
     values of markers included) whose value does not fit its annotation. Planning checks every node: the
@@ -372,16 +369,11 @@ def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     value = config.standin() if isinstance(config, Placeholder) else config
     cls = type(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        hints = _CHECKED.get(cls)
-        if hints is None:
-            hints = _CHECKED[cls] = tuple(
-                (f.name, _ANNOTATIONS[f]) for _, f in _fields(cls) if _ANNOTATIONS[f] is not Any
-            )
-        for name, hint in hints:
-            item = getattr(value, name)
-            problem = None if type(item) is hint else type_error(item, hint)
+        for suffix, f in _fields(cls):
+            hint, item = _ANNOTATIONS[f], getattr(value, f.name)
+            problem = None if hint is Any or type(item) is hint else type_error(item, hint)
             if problem:
-                found.append(join_path(path, "." + name) + ("" if problem.startswith("[") else ": ") + problem)
+                found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
     if deep:
         for suffix, _, item in items(value) or ():
             if type(item.standin() if isinstance(item, Placeholder) else item) not in _PLAIN:
