@@ -23,8 +23,9 @@ from marin.execution.authoring import ResourceConfig
 from marin.execution.canonical import canonical_json
 from marin.execution.config_values import encode
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
-from marin.execution.provenance import dump_json, environment, run_provenance, who
+from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.references import code_fingerprint, reference_of
+from marin.provenance.probe import environment
 from marin.storage.layout import RECORD_FORMAT, ExperimentRecord, StepRecord
 
 
