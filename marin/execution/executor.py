@@ -90,16 +90,6 @@ def _reason(state: str | None, action: Action, code_changed: bool, new_reason: s
     return "failed before; --force_run_failed" if state == State.FAILED else f"was {state}"
 
 
-def default_experiment_name() -> tuple[str, str | None]:
-    """The running script's stem and its path relative to the project root."""
-    main = sys.modules.get("__main__")
-    file = getattr(main, "__file__", None)
-    if not file:
-        return "experiment", None
-    stem = os.path.splitext(os.path.basename(file))[0]
-    return stem, script_path("__main__")
-
-
 class Executor:
     """Runs experiments under one prefix (a local folder, gs://bucket/path or s3://bucket/path)."""
 
@@ -129,9 +119,10 @@ class Executor:
         self.max_concurrent = max_concurrent
         self.ray_address = ray_address
         self.description = description
-        default_name, default_script = default_experiment_name()
-        self.experiment_name = experiment_name or default_name
-        self.script = script if script is not None else default_script
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        stem = os.path.splitext(os.path.basename(main_file))[0] if main_file else "experiment"
+        self.experiment_name = experiment_name or stem
+        self.script = script if script is not None or not main_file else script_path("__main__")
         self.record_extra = record_extra or {}
         self.cache_from = cache_from
         self.allow_credentials_in_patch = allow_credentials_in_patch
