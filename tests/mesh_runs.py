@@ -53,12 +53,13 @@ def train_step(data: str, mesh: dict, steps: int = STEPS):
 
 def train_output(prefix: str, timeout_s: float = 900.0) -> Path:
     """The train step's output under `prefix`, once it has succeeded."""
-    from marin.execution.status import SUCCESS, read_statuses
+    from marin.execution.status import read_statuses
+    from marin.storage.layout import State
 
     deadline = time.monotonic() + timeout_s
     while True:
         found = glob.glob(os.path.join(prefix, "checkpoints", "mesh-*"))
-        if found and read_statuses(found) == [SUCCESS]:
+        if found and read_statuses(found) == [State.SUCCESS]:
             return Path(found[0])
         if time.monotonic() > deadline:
             raise TimeoutError(f"no successful train step under {prefix}")

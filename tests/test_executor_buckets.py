@@ -21,8 +21,9 @@ from urllib.parse import unquote
 import pytest
 
 from marin.execution import Executor
-from marin.execution.status import manifest_path, read_statuses
+from marin.execution.status import read_statuses
 from marin.storage import compute_manifest, join, list_dir, read_bytes
+from marin.storage.layout import manifest_path
 from marin.storage.staging import attempts, staging_path
 from tests.emulators import STORES
 from tests.executor_steps import invocations

@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from marin.execution import Executor, ExecutorStep, provenance, versioned
+from marin.execution import Executor, ExecutorStep, versioned
+from marin.provenance import probe
 from tests.executor_steps import CountConfig, count_step
 
 
@@ -27,8 +28,8 @@ def make_checkout(path, dirty=False) -> str:
 @pytest.fixture(autouse=True)
 def fresh_cache(monkeypatch):
     """No state remembered from earlier tests; the project root follows the working directory."""
-    monkeypatch.setattr(provenance, "_GIT_STATES", {})
-    monkeypatch.setattr(provenance, "project_root", lambda: os.getcwd())
+    monkeypatch.setattr(probe, "_GIT_STATES", {})
+    monkeypatch.setattr(probe, "project_root", lambda: os.getcwd())
 
 
 def test_git_state_asks_git_once_per_checkout(tmp_path, monkeypatch):
@@ -41,18 +42,18 @@ def test_git_state_asks_git_once_per_checkout(tmp_path, monkeypatch):
         calls.append(kwargs.get("cwd"))
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(provenance.subprocess, "run", counting_run)
+    monkeypatch.setattr(probe.subprocess, "run", counting_run)
     monkeypatch.chdir(clean)
     clean_state = {"commit": clean_commit, "branch": "master", "dirty": False, "patch_sha256": None, "untracked": []}
-    assert provenance.git_state() == clean_state
-    assert provenance.git_state() == clean_state
+    assert probe.git_state() == clean_state
+    assert probe.git_state() == clean_state
     assert calls == [str(clean), str(clean)]  # rev-parse and diff, once
     monkeypatch.chdir(dirty)
-    assert provenance.git_state()["commit"] == dirty_commit and provenance.git_state()["dirty"] is True
-    assert b"+changed" in provenance.checkout_state().patch
+    assert probe.git_state()["commit"] == dirty_commit and probe.git_state()["dirty"] is True
+    assert b"+changed" in probe.checkout_state().patch
     assert len(calls) == 4
-    provenance.git_state()["commit"] = "mutated by a caller"
-    assert provenance.git_state()["commit"] == dirty_commit
+    probe.git_state()["commit"] = "mutated by a caller"
+    assert probe.git_state()["commit"] == dirty_commit
 
 
 def test_git_state_is_retried_when_git_could_not_run(tmp_path, monkeypatch):
@@ -64,10 +65,10 @@ def test_git_state_is_retried_when_git_could_not_run(tmp_path, monkeypatch):
     def git_missing(*args, **kwargs):
         raise FileNotFoundError("git")
 
-    monkeypatch.setattr(provenance.subprocess, "run", git_missing)
-    assert provenance.git_state()["commit"] is None and provenance.git_state()["dirty"] is None
-    monkeypatch.setattr(provenance.subprocess, "run", real_run)
-    assert provenance.git_state()["commit"] == commit and provenance.git_state()["dirty"] is False
+    monkeypatch.setattr(probe.subprocess, "run", git_missing)
+    assert probe.git_state()["commit"] is None and probe.git_state()["dirty"] is None
+    monkeypatch.setattr(probe.subprocess, "run", real_run)
+    assert probe.git_state()["commit"] == commit and probe.git_state()["dirty"] is False
 
 
 def test_every_run_line_carries_the_git_state(tmp_path, monkeypatch):
@@ -90,7 +91,7 @@ def test_an_untracked_file_the_experiment_needs_makes_the_checkout_dirty(tmp_pat
     (checkout / "mine.py").write_text("print('not committed')\n")
     (checkout / "unrelated.txt").write_text("scratch\n")
     monkeypatch.chdir(checkout)
-    assert provenance.git_state()["dirty"] is False
-    state = provenance.checkout_state([str(checkout / "mine.py")])
+    assert probe.git_state()["dirty"] is False
+    state = probe.checkout_state([str(checkout / "mine.py")])
     assert state.commit == commit and state.dirty is True and state.untracked == ("mine.py",)
     assert b"+++ b/mine.py" in state.patch and b"unrelated" not in state.patch

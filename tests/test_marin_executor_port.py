@@ -8,7 +8,7 @@ Each test keeps Marin's steps, configs and assertions; only API names are adapte
   `run`) -> `Executor.plan_dag(steps)` (a `Plan`: `.steps`, `plan[step].version`, `.output_path`),
   `instantiate_config(planned, plan)` and the dict `run` returns; `executor.executor_info_path` ->
   `executor.run(...).record_path` (the experiment record).
-- `_get_info_path` -> `marin.execution.status.info_path`; `StatusFile(path).status` -> `read_status(path)`.
+- `_get_info_path` -> `marin.storage.layout.info_path`; `StatusFile(path).status` -> `read_status(path)`.
 - `collect_dependencies_and_version(input_name)` (Marin's internal walk over one value) -> the version
   of a step whose config holds that input (`{"input_path": "DEP[0]/ckpt.pt"}` instead of `{"": ...}`).
 - Marin's failure messages: `"1 step(s) failed"` -> `"2 step(s) did not succeed: b, a"` (marin counts the
@@ -47,7 +47,8 @@ from marin.execution import (
     versioned,
 )
 from marin.execution.planning import instantiate_config
-from marin.execution.status import SUCCESS, info_path, read_status
+from marin.execution.status import read_status
+from marin.storage.layout import State, info_path
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def test_executor(backend, request):
                 check_info(step_info, planned)
 
         for planned in plan.steps:
-            assert read_status(planned.output_path) == SUCCESS
+            assert read_status(planned.output_path) == State.SUCCESS
             with open(info_path(planned.output_path)) as f:
                 check_info(json.load(f), planned)
 

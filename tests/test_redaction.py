@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, provenance, redaction, versioned
+from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, redaction, versioned
 from marin.execution.redaction import (
     REDACTED,
     CredentialInPatchError,
@@ -22,6 +22,7 @@ from marin.execution.redaction import (
     redact_argv,
     redact_text,
 )
+from marin.provenance import probe
 from marin.storage import url_to_fs, write_bytes
 
 # Built by concatenation so that this file does not itself hold credential-shaped strings.
@@ -126,8 +127,8 @@ def _checkout(path, content: str) -> None:
 
 
 def test_a_credential_in_the_patch_refuses_the_run_unless_allowed(tmp_path, monkeypatch):
-    monkeypatch.setattr(provenance, "_GIT_STATES", {})
-    monkeypatch.setattr(provenance, "project_root", lambda: os.getcwd())
+    monkeypatch.setattr(probe, "_GIT_STATES", {})
+    monkeypatch.setattr(probe, "project_root", lambda: os.getcwd())
     checkout = tmp_path / "repo"
     _checkout(checkout, f"A = 1\nKEY = '{AWS_KEY}'\n")
     monkeypatch.chdir(checkout)

@@ -9,8 +9,9 @@ import sys
 import time
 
 from marin.execution.records import StepInfo
-from marin.execution.status import lease_path, read_status
+from marin.execution.status import read_status
 from marin.execution.step_runner import StepTask, execute_step
+from marin.storage.layout import lease_path
 from tests.cluster_steps import ProbeConfig, probe, read_lines
 from tests.ray_nodes import REPO
 

@@ -65,12 +65,6 @@ from marin.storage.staging import adopt, attempts, discard, discard_all, staging
 logger = logging.getLogger(__name__)
 
 
-def next_attempt(output_path: str) -> int:
-    """The number after the highest attempt whose log is in the step's logs folder."""
-    numbers = [int(n.split(".")[0]) for n in list_dir(logs_dir(output_path)) if n.split(".")[0].isdigit()]
-    return max(numbers, default=0) + 1
-
-
 def bind_output(config: Any, staging: str) -> Any:
     """`config` with its `this_output_path()` markers filled with the attempt's folder `staging`."""
     return resolve_markers(config, None, staging)
@@ -99,7 +93,8 @@ def start_attempt(out: str, owner: str, fresh: bool, took_over: bool = False) ->
     if took_over:
         remove_orphaned_temps(out)
         remove_orphaned_temps(logs_dir(out))
-    number = next_attempt(out)
+    logged = [int(n.split(".")[0]) for n in list_dir(logs_dir(out)) if n.split(".")[0].isdigit()]
+    number = max(logged, default=0) + 1
     while create_if_absent(f"{logs_dir(out)}/{number:03d}.log", b"") is None:  # claimed: two never share one
         number += 1
     staging = staging_path(out, f"{number:03d}-{owner[:8]}")

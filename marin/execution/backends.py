@@ -40,8 +40,6 @@ DEFAULT_LOCAL_THREADS = 8
 INTERRUPT_GRACE_S = 30.0
 """After Ctrl-C, how long the run waits for its interrupted steps to put their state back and release their
 leases (a step blocked in a C call notices only when the call returns); a second Ctrl-C stops waiting."""
-BACKENDS = ("auto", "ray", "local")
-"""--backend's choices: 'auto' (the default), 'ray' (every step a Ray task), 'local' (every step a thread)."""
 
 
 def ray_options(resources: ResourceConfig | None) -> dict:
@@ -113,8 +111,6 @@ class Backend:
     """
 
     def __init__(self, kind: str, address: str | None = None, max_concurrent: int | None = None):
-        if kind not in BACKENDS:
-            raise ValueError(f"unknown backend {kind!r}: use 'auto', 'ray' or 'local'")
         self.name = kind
         self._address = address
         self._threads = max_concurrent or DEFAULT_LOCAL_THREADS

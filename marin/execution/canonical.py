@@ -9,7 +9,6 @@ address) is a TypeError naming the field, never a silent `str()`.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import hashlib
 import json
@@ -17,7 +16,7 @@ import math
 from pathlib import PurePath
 from typing import Any
 
-from marin.stepkit.config import NEVER, UNLESS_DEFAULT, field_default, items, version_rule
+from marin.stepkit.config import in_version, items
 
 
 class UnversionableValueError(TypeError):
@@ -49,17 +48,11 @@ def to_canonical(value: Any, where: str) -> Any:
                 raise UnversionableValueError(f"{where}: dict key {key!r} is not a str")
         return {key: to_canonical(item, where + suffix) for key, (suffix, _, item) in zip(value, parts, strict=True)}
     if parts is not None:
-        return {f.name: to_canonical(item, where + suffix) for suffix, f, item in parts if _in_version(f, item)}
+        return {f.name: to_canonical(item, where + suffix) for suffix, f, item in parts if in_version(f, item)}
     raise UnversionableValueError(
         f"{where}: cannot version a value of type {type(value).__module__}.{type(value).__qualname__} "
         f"({value!r:.60}); use None, bool, int, float, str, list, dict, a dataclass, an Enum or a Path"
     )
-
-
-def _in_version(f: dataclasses.Field, value: Any) -> bool:
-    """Whether a dataclass field's value enters the version, as its class declares (marin/stepkit/config.py)."""
-    rule = version_rule(f)
-    return rule != NEVER and (rule != UNLESS_DEFAULT or value != field_default(f))
 
 
 def canonical_json(value: Any) -> str:

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from marin.execution.planning import PlannedStep
-from marin.execution.status import info_path, read_statuses, status_path
-from marin.storage import filesystem, is_local, join, list_dir, read_bytes_many, strip_protocol
-from marin.storage.layout import HASH_PATTERN
+from marin.execution.status import read_infos, read_statuses
+from marin.storage import filesystem, is_local, join, list_dir, strip_protocol
+from marin.storage.layout import HASH_PATTERN, info_path, status_path
 
 REASON_FIELDS = 3
 """`marin plan` names at most this many changed fields, then says how many more."""
@@ -154,13 +154,9 @@ def earlier_outputs(
             if m and m.group("base") == base and name != f"{base}-{planned.hash}":
                 rel = f"{parent_rel}/{name}" if parent_rel else name
                 candidates.append((planned, join(prefix, rel), rel))
-    infos = read_bytes_many([info_path(out) for _, out, _ in candidates])
     found: list[tuple[int, EarlierOutput]] = []
-    for (key, out, rel), data in zip(candidates, infos, strict=True):
-        try:
-            version = json.loads(data)["version"] if data else None
-        except (ValueError, KeyError, TypeError):
-            version = None
+    for (key, out, rel), info in zip(candidates, read_infos([out for _, out, _ in candidates]), strict=True):
+        version = (info or {}).get("version")
         if isinstance(version, dict):
             found.append((key, EarlierOutput(out, rel, version)))
     outputs = [o.output_path for _, o in found]

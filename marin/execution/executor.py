@@ -25,14 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import orjson
-
 from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
 from marin.execution.authoring import ExecutorStep
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import LEFT_FOR_RERUN
-from marin.execution.lease import check_settings
 from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
@@ -40,10 +37,10 @@ from marin.execution.records import experiment_hash, experiment_record, step_inf
 from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
-from marin.execution.status import FAILED, SUCCESS, Action, Outcome, action_for, info_path, read_statuses
+from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
-from marin.storage import append_line, create_if_absent, exists, join, read_bytes_many
-from marin.storage.layout import RunLine, runs_file
+from marin.storage import append_line, create_if_absent, exists, join
+from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +77,7 @@ class StepDecision:
 
 
 def _reason(state: str | None, action: Action, code_changed: bool, new_reason: str | None) -> str:
-    if state == SUCCESS:
+    if state == State.SUCCESS:
         if action is Action.RUN:
             return "code changed (--rerun_code_changed)"
         return "succeeded; WARNING: code changed since" if code_changed else "succeeded"
@@ -90,17 +87,7 @@ def _reason(state: str | None, action: Action, code_changed: bool, new_reason: s
         return "running elsewhere (or its runner died)"
     if state is None:
         return f"new hash: {new_reason or 'no output yet'}"
-    return "failed before; --force_run_failed" if state == FAILED else f"was {state}"
-
-
-def default_experiment_name() -> tuple[str, str | None]:
-    """The running script's stem and its path relative to the project root."""
-    main = sys.modules.get("__main__")
-    file = getattr(main, "__file__", None)
-    if not file:
-        return "experiment", None
-    stem = os.path.splitext(os.path.basename(file))[0]
-    return stem, script_path("__main__")
+    return "failed before; --force_run_failed" if state == State.FAILED else f"was {state}"
 
 
 class Executor:
@@ -132,9 +119,10 @@ class Executor:
         self.max_concurrent = max_concurrent
         self.ray_address = ray_address
         self.description = description
-        default_name, default_script = default_experiment_name()
-        self.experiment_name = experiment_name or default_name
-        self.script = script if script is not None else default_script
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        stem = os.path.splitext(os.path.basename(main_file))[0] if main_file else "experiment"
+        self.experiment_name = experiment_name or stem
+        self.script = script if script is not None or not main_file else script_path("__main__")
         self.record_extra = record_extra or {}
         self.cache_from = cache_from
         self.allow_credentials_in_patch = allow_credentials_in_patch
@@ -179,12 +167,9 @@ class Executor:
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
-            done = [p for p, s in zip(selected, states, strict=True) if s == SUCCESS]
-            for p, data in zip(done, read_bytes_many([info_path(p.output_path) for p in done]), strict=True):
-                try:
-                    fingerprints[p] = orjson.loads(data)["code_fingerprint"] if data else None
-                except (ValueError, KeyError):
-                    fingerprints[p] = None
+            done = [p for p, s in zip(selected, states, strict=True) if s == State.SUCCESS]
+            for p, info in zip(done, read_infos([p.output_path for p in done]), strict=True):
+                fingerprints[p] = (info or {}).get("code_fingerprint")
 
         def act(d: StepDecision, reusable: bool = False) -> Action:
             rerun = d.code_changed and rerun_code_changed
@@ -214,7 +199,7 @@ class Executor:
         rerun_code_changed: bool = False,
     ) -> RunResult:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
-        check_settings()
+        lease_heartbeat_s(), lease_timeout_s()  # a bad MARIN_LEASE_* setting fails before the run
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(
             plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
@@ -332,7 +317,7 @@ class Executor:
             return outcomes, False
         inputs = {dep for p in pending for dep in p.dependencies}
         references = read_references([d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs])
-        tasks = {d.planned: (d.action, d.state == SUCCESS) for d in decisions if d.planned not in outcomes}
+        tasks = {d.planned: (d.action, d.state == State.SUCCESS) for d in decisions if d.planned not in outcomes}
         dependents: dict[PlannedStep, list[PlannedStep]] = {}
         for p in pending:
             for dep in p.dependencies:
@@ -413,16 +398,9 @@ class Executor:
             stack.extend(dependents.get(child, []))
 
     def _task(
-        self,
-        p: PlannedStep,
-        plan: Plan,
-        force_run_failed: bool,
-        rerun_succeeded: bool,
-        run: dict | None = None,
-        reuse: bool = False,
-        references: dict | None = None,
+        self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun: bool, run: dict, reuse: bool, references: dict
     ) -> StepTask:
-        resources, references = p.step.resources, references or {}
+        resources = p.step.resources
         referenced = {d.step: references[d.step] for d in p.dependencies if d.step in references}
         return StepTask(
             name=p.name,
@@ -432,7 +410,7 @@ class Executor:
             info=step_info(p, plan, run),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
-            rerun_succeeded=rerun_succeeded,
+            rerun_succeeded=rerun,
             reuse=self.cache_from if reuse else None,
             references=[v for v in referenced.values() if v[1]],
         )

@@ -58,12 +58,6 @@ class Clock:
 SYSTEM_CLOCK = Clock()
 
 
-def check_settings() -> None:
-    """Reads `MARIN_LEASE_HEARTBEAT_S` and `MARIN_LEASE_TIMEOUT_S`; ValueError naming a bad one (before a run)."""
-    lease_heartbeat_s()
-    lease_timeout_s()
-
-
 class LeaseLost(BaseException):
     """Raised in a step's thread when its lease was taken over; BaseException so steps don't swallow it."""
 

@@ -151,6 +151,7 @@ def parse_main_args(argv: Sequence[str]) -> ExecutorMainConfig:
 
 
 BACKENDS = ("auto", "ray", "local")
+"""--backend's choices: 'auto' (the default), 'ray' (every step a Ray task), 'local' (every step a thread)."""
 
 
 def check_main_config(cfg: ExecutorMainConfig) -> str | None:

@@ -152,7 +152,7 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
             return True
         if cls is ExecutorStep:
             raise PlanError(f"step {step.name!r}: field {path!r} holds a step; use output_path_of(step)")
-        if _is_config_class(cls):
+        if dataclasses.is_dataclass(cls):
             _refuse(step, type_errors(value, path, deep=False))
             if plain:
                 _warn_unversioned(step, value, path)
@@ -163,15 +163,6 @@ def _scan(step: ExecutorStep) -> tuple[dict, list]:
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
-_CONFIG_CLASSES: dict[type, bool] = {}
-
-
-def _is_config_class(cls: type) -> bool:
-    """Whether instances of `cls` are dataclasses (answered once per class: planning asks per node)."""
-    found = _CONFIG_CLASSES.get(cls)
-    if found is None:
-        found = _CONFIG_CLASSES[cls] = dataclasses.is_dataclass(cls)
-    return found
 
 
 def _refuse(step: ExecutorStep, errors: list[str]) -> None:
@@ -297,7 +288,10 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
                     )
                 by_identity[key] = by_path[planned.output_path] = by_step[step] = planned
                 if isinstance(step.config, StepConfig):
-                    planned.config = _validated_config(planned, by_step)
+                    try:
+                        planned.config = _resolve(planned, by_step, {}, planned.output_path)
+                    except (ValueError, TypeError) as exc:
+                        raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
                 order.append(planned)
                 continue
     roots = list({id(by_step[s]): by_step[s] for s in steps}.values())
@@ -328,32 +322,19 @@ def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix
     return PlannedStep(step, step.name, version, digest, output_path, rel, deps, pseudo)
 
 
-def _validated_config(planned: PlannedStep, by_step: dict) -> Any:
-    """The step's instantiated config; a value its `validate()` refuses is a PlanError naming the step."""
-    try:
-        return _resolve(planned, by_step, {}, planned.output_path)
-    except (ValueError, TypeError) as exc:
-        raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
-
-
-def instantiate_config(planned: PlannedStep, plan: Plan, paths: dict | None = None) -> Any:
-    """The step's config with every marker replaced by a plain value (paths as strings); built once.
-
-    `paths` maps a dependency (an ExecutorStep) to the folder it is read from instead of its own (an
-    output published by reference lives in another prefix); such a config is built afresh.
-    """
-    if paths:
-        return _resolve(planned, plan.by_step, paths, planned.output_path)
+def instantiate_config(planned: PlannedStep, plan: Plan) -> Any:
+    """The step's config with every marker replaced by a plain value (paths as strings); built once."""
     if planned.config is None and planned.step.config is not None:
         planned.config = _resolve(planned, plan.by_step, {}, planned.output_path)
     return planned.config
 
 
-def attempt_config(planned: PlannedStep, plan: Plan, paths: dict | None = None) -> Any:
+def attempt_config(planned: PlannedStep, plan: Plan, paths: dict) -> Any:
     """The config an attempt binds to its own folder (`bind_output`): every marker replaced but
-    `this_output_path()`, which stays a marker until the attempt knows where it writes. `paths`: as for
-    `instantiate_config`."""
-    return _resolve(planned, plan.by_step, paths or {}, None)
+    `this_output_path()`, which stays a marker until the attempt knows where it writes. `paths` maps a
+    dependency (an ExecutorStep) to the folder it is read from instead of its own (an output published by
+    reference lives in another prefix)."""
+    return _resolve(planned, plan.by_step, paths, None)
 
 
 def _resolve(planned: PlannedStep, by_step: dict, paths: dict, own_output: str | None) -> Any:

@@ -19,23 +19,18 @@ import dataclasses
 import datetime
 import hashlib
 
+from marin.execution.authoring import ResourceConfig
 from marin.execution.canonical import canonical_json
 from marin.execution.config_values import encode
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
-from marin.execution.provenance import dump_json, environment, run_provenance, who
+from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.references import code_fingerprint, reference_of
+from marin.provenance.probe import environment
 from marin.storage.layout import RECORD_FORMAT, ExperimentRecord, StepRecord
 
 
 def utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def resources_to_json(planned: PlannedStep) -> dict:
-    from marin.execution.authoring import ResourceConfig
-
-    res = planned.step.resources or ResourceConfig()
-    return dataclasses.asdict(res)
 
 
 def step_record(planned: PlannedStep, plan: Plan) -> dict:
@@ -59,7 +54,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         dependencies=[d.output_path for d in planned.dependencies],
         pseudo_dependencies=[d.output_path for d in planned.pseudo_dependencies],
         description=planned.step.description,
-        resources=resources_to_json(planned),
+        resources=dataclasses.asdict(planned.step.resources or ResourceConfig()),
         code_fingerprint=code_fingerprint(planned.step.fn),
         prefix=plan.prefix,
     ).to_json()

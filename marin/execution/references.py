@@ -26,24 +26,7 @@ import os
 import sys
 from typing import Any
 
-GIT_STATE_FILE = ".marin_git_state.json"
-"""Written into a tree that has no `.git` (a `marin submit` upload, a rerun's materialized checkout):
-the git state of the checkout it was made from, which `provenance.git_state` reads instead."""
-
-
-@functools.lru_cache(maxsize=1)
-def project_root() -> str:
-    """The git root above the current directory (or a folder holding a git state file, as a job's uploaded
-    working directory does), or the current directory."""
-    path = os.path.abspath(os.getcwd())
-    probe = path
-    while True:
-        if os.path.exists(os.path.join(probe, ".git")) or os.path.exists(os.path.join(probe, GIT_STATE_FILE)):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            return path
-        probe = parent
+from marin.provenance.probe import project_root
 
 
 def script_path(module_name: str) -> str | None:
@@ -125,15 +108,6 @@ def _module_digest(file: str, package: str) -> bytes:
     return digest.digest()
 
 
-def is_project_file(path: str) -> bool:
-    """A file of this project (under the root, outside any virtual environment or site-packages)."""
-    root = project_root()
-    return path.startswith(root + os.sep) and not any(
-        part in ("site-packages", "dist-packages") or part.startswith(".venv")
-        for part in path[len(root) :].split(os.sep)
-    )
-
-
 def project_imports(file: str, package: str = "") -> list[str]:
     """The project files `file` imports, directly or through other project files (sorted, without `file`).
 
@@ -182,9 +156,9 @@ def _direct_imports(file: str, package: str, stamp: tuple[int, int]) -> tuple[tu
     return tuple(sorted(found.items()))
 
 
-NOT_STEP_CODE = ("marin.execution", "marin.storage")
+NOT_STEP_CODE = ("marin.execution", "marin.provenance", "marin.storage")
 """Packages whose changes are not a step's code change: the executor (hashing, scheduling, records) and the
-storage layer under it are imported by every experiment, and following them would flag every output as
+storage and provenance layers under it are imported by every experiment, and following them would flag every output as
 made by other code after any edit to the plumbing. The step library (marin.processing, marin.training,
 marin.stepkit.sharding, ...) is followed."""
 
@@ -195,7 +169,7 @@ def _locate(module: str) -> tuple[str, str] | None:
         return None
     base = os.path.join(project_root(), *module.split("."))
     for path, package in ((os.path.join(base, "__init__.py"), module), (base + ".py", module.rpartition(".")[0])):
-        if os.path.isfile(path) and is_project_file(path):
+        if os.path.isfile(path):
             return path, package
     return None
 

@@ -221,17 +221,6 @@ def probe(source: str, info: dict, cache: CacheFrom) -> Candidate:
     )
 
 
-def find_candidate(info: dict, cache: CacheFrom) -> tuple[Candidate | None, list[str]]:
-    """The first source whose output passes `probe` (what `marin plan` shows), and why the others did not."""
-    reasons = []
-    for source in cache.sources:
-        try:
-            return probe(source, info, cache), reasons
-        except Rejected as exc:
-            reasons.append(str(exc))
-    return None, reasons
-
-
 def _check_files(candidate: Candidate) -> None:
     """Every manifest file is present with its size and stays inside the source folder (symlinks resolved)."""
     path = candidate.path
@@ -443,8 +432,15 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
     if not todo:
         return reusable
 
-    def look(d):
-        return find_candidate(step_record(d.planned, plan), cache)
+    def look(d) -> tuple[Candidate | None, list[str]]:
+        """The first source whose output passes `probe`, and why the others did not."""
+        reasons = []
+        for source in cache.sources:
+            try:
+                return probe(source, step_record(d.planned, plan), cache), reasons
+            except Rejected as exc:
+                reasons.append(str(exc))
+        return None, reasons
 
     if all(is_local(s) for s in cache.sources) or len(todo) == 1:
         found = [look(d) for d in todo]
@@ -472,17 +468,11 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
 
 def read_references(planned_steps: list) -> dict:
     """For steps already published by reference: ExecutorStep -> (the folder they are read from, their manifest)."""
-    from marin.storage import read_bytes_many
+    from marin.execution.status import read_infos
 
-    if not planned_steps:
-        return {}
-    infos = read_bytes_many([join(p.output_path, INFO_FILE) for p in planned_steps])
     found = {}
-    for p, data in zip(planned_steps, infos, strict=True):
-        try:
-            path = referenced_path(orjson.loads(data)) if data else None
-        except ValueError:
-            path = None
+    for p, info in zip(planned_steps, read_infos([p.output_path for p in planned_steps]), strict=True):
+        path = referenced_path(info)
         if path is None:
             continue
         manifest_data = read_bytes(join(p.output_path, MANIFEST_FILE))

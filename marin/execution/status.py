@@ -10,34 +10,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+import orjson
+
 from marin.storage import read_bytes, read_bytes_many, write_bytes
-from marin.storage.layout import State, info_path, lease_path, logs_dir, manifest_path, status_path
-
-RUNNING = State.RUNNING
-SUCCESS = State.SUCCESS
-FAILED = State.FAILED
-DEP_FAILED = State.DEP_FAILED
-STATES = tuple(State)
-
-__all__ = [
-    "DEP_FAILED",
-    "Action",
-    "Outcome",
-    "action_for",
-    "FAILED",
-    "RUNNING",
-    "STATES",
-    "SUCCESS",
-    "State",
-    "info_path",
-    "lease_path",
-    "logs_dir",
-    "manifest_path",
-    "read_status",
-    "read_statuses",
-    "status_path",
-    "write_status",
-]
+from marin.storage.layout import State, info_path, status_path
 
 
 def read_status(output_path: str) -> State | None:
@@ -48,6 +24,19 @@ def read_status(output_path: str) -> State | None:
 def read_statuses(output_paths: Sequence[str]) -> list[State | None]:
     """States of many steps: one read each, concurrently on buckets."""
     return [State.parse(d) for d in read_bytes_many([status_path(p) for p in output_paths])]
+
+
+def read_infos(output_paths: Sequence[str]) -> list[dict | None]:
+    """The `.executor_info` of many steps (one read each, concurrently on buckets); None where it is absent
+    or not a JSON object."""
+    infos: list[dict | None] = []
+    for data in read_bytes_many([info_path(p) for p in output_paths]):
+        try:
+            info = orjson.loads(data) if data else None
+        except ValueError:
+            info = None
+        infos.append(info if isinstance(info, dict) else None)
+    return infos
 
 
 def write_status(output_path: str, state: State | str) -> None:
@@ -102,10 +91,10 @@ def action_for(
     """What to do with a step in `state`: skip a success (unless rerun), refuse a failure (unless forced),
     wait for one running elsewhere, run the rest, or reuse it instead when `reusable` (`--cache_from` found
     a source of its identity, or the record pins one; the runner verifies it before publishing)."""
-    if state == SUCCESS:
+    if state == State.SUCCESS:
         return Action.RUN if rerun_succeeded else Action.SKIP
-    if state == RUNNING:
+    if state == State.RUNNING:
         return Action.WAIT
-    if state == FAILED and not force_run_failed:
+    if state == State.FAILED and not force_run_failed:
         return Action.FAIL
     return Action.REUSE if reusable else Action.RUN

@@ -43,25 +43,19 @@ from marin.execution.interrupts import (
 )
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try_acquire
 from marin.execution.records import StepInfo, dump_json, utc_now
-from marin.execution.status import (
-    DEP_FAILED,
-    FAILED,
-    RUNNING,
-    SUCCESS,
-    Action,
-    Outcome,
+from marin.execution.status import Action, Outcome, action_for, read_status, write_status
+from marin.stepkit.context import step_resources
+from marin.storage import compute_manifest, delete_if_unchanged, read_with_version, write_bytes
+from marin.storage.layout import (
+    INFO_FILE,
+    MANIFEST_FILE,
+    STATUS_FILE,
     State,
-    action_for,
     info_path,
     lease_path,
     logs_dir,
-    read_status,
     status_path,
-    write_status,
 )
-from marin.stepkit.context import step_resources
-from marin.storage import compute_manifest, delete_if_unchanged, read_with_version, write_bytes
-from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE
 from marin.storage.staging import (
     Fenced,
     prepare_publication,
@@ -187,7 +181,7 @@ def _execute(task: StepTask) -> StepOutcome:
         try:
             with claim:
                 state = read_status(task.output_path)
-                action = _decide(task, None if state == RUNNING else state, waited)
+                action = _decide(task, None if state == State.RUNNING else state, waited)
                 return _settled(action, True) or _attempt(task, claim, state, action)
         except LeaseLost:
             logger.error("%s: lease lost to another runner; waiting for it to finish", task.name)
@@ -212,7 +206,7 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Actio
     taken, put back if the attempt is interrupted. A failure of the bookkeeping itself still ends in FAILED."""
     attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded, took_over=lease.took_over)
     try:
-        _publish(lease, attempt, RUNNING, info=task.info)
+        _publish(lease, attempt, State.RUNNING, info=task.info)
         if action is Action.REUSE or task.references:
             decided = _reuse_or_check(task, lease, attempt, action is Action.REUSE)
             if decided is not None:
@@ -229,7 +223,7 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Actio
         logger.error("step %s: the runner itself failed: %s", task.name, exc)
         try:
             if lease.still_held():
-                write_status(task.output_path, FAILED)
+                write_status(task.output_path, State.FAILED)
         except Exception as inner:
             logger.error("step %s: could not record FAILED (%s); its lease will go stale", task.name, inner)
         if isinstance(exc, Exception):
@@ -271,12 +265,12 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
         if error is None:
             logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - timer.t0)
             try:
-                _publish(lease, attempt, SUCCESS, outputs=True)
+                _publish(lease, attempt, State.SUCCESS, outputs=True)
                 return timer.outcome(Outcome.SUCCESS, attempt, attempt.log)
             except _PreparationFailed as exc:
                 error = f"writing the manifest failed: {exc}"
                 print(traceback.format_exc(), flush=True)
-        _publish(lease, attempt, FAILED)
+        _publish(lease, attempt, State.FAILED)
     return timer.outcome(Outcome.FAILED, attempt, attempt.log, error)
 
 
@@ -294,12 +288,12 @@ def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt, reuse: bool)
             reused = reuse_output(task.reuse, task.info.to_json(), attempt.staging) if reuse else None
         except ReferenceChanged as exc:
             logger.error("step %s: %s; refusing to run on it", task.name, exc)
-            _publish(lease, attempt, FAILED)
+            _publish(lease, attempt, State.FAILED)
             return timer.outcome(Outcome.FAILED, attempt, log, str(exc))
         if reused is None:
             return None
         info = dataclasses.replace(task.info, reused_from=reused.origin)
-        _publish(lease, attempt, SUCCESS, info=info, outputs=True, manifest=reused.manifest)
+        _publish(lease, attempt, State.SUCCESS, info=info, outputs=True, manifest=reused.manifest)
     return timer.outcome(Outcome.REUSED, attempt, log, reused_from=reused.origin)
 
 
@@ -366,11 +360,11 @@ def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:
     """
     out = attempt.output_path
     try:
-        if previous not in (None, RUNNING):
+        if previous not in (None, State.RUNNING):
             _publish(lease, attempt, previous)
         else:
             current = read_with_version(status_path(out))
-            if current is not None and current.data.strip() == RUNNING.encode() and lease.still_held():
+            if current is not None and current.data.strip() == State.RUNNING.encode() and lease.still_held():
                 delete_if_unchanged(status_path(out), current.version)
     except (LeaseLost, Exception) as exc:
         logger.warning("could not put back the status of %s (%s); a rerun still resumes it", out, exc)
@@ -378,7 +372,7 @@ def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:
 
 def mark_dep_failed(output_path: str, info: StepInfo) -> None:
     """Marks a step whose dependency failed, unless it succeeded or runs elsewhere."""
-    if read_status(output_path) in (SUCCESS, RUNNING):
+    if read_status(output_path) in (State.SUCCESS, State.RUNNING):
         return
     write_bytes(info_path(output_path), dump_json(info.to_json()))
-    write_status(output_path, DEP_FAILED)
+    write_status(output_path, State.DEP_FAILED)

@@ -135,6 +135,13 @@ def input_spec(f: dataclasses.Field) -> InputSpec | None:
     return f.metadata.get(_KEY, {}).get("input")
 
 
+def in_version(f: dataclasses.Field, value: Any) -> bool:
+    """Whether a dataclass field holding `value` enters the version as its class declares: never when
+    `unversioned` (or an `output_field`), with `versioned_unless_default` only when it differs from its default."""
+    rule = version_rule(f)
+    return rule != NEVER and (rule != UNLESS_DEFAULT or holds_placeholders(value) or value != field_default(f))
+
+
 def field_default(f: dataclasses.Field) -> Any:
     """The field's default value (calling its factory), or MISSING."""
     if f.default is not dataclasses.MISSING:
@@ -200,18 +207,6 @@ def join_path(path: str, suffix: str) -> str:
     return path + suffix if path or suffix[0] == "[" else suffix[1:]
 
 
-def field_rule(f: dataclasses.Field, value: Any, parent_rule: str) -> str:
-    """The rule of a dataclass field's value inside a node of `parent_rule`, as the field declares."""
-    if parent_rule == MARKED:
-        return MARKED
-    rule = version_rule(f)
-    if rule == NEVER or (value is None and input_spec(f) is not None):
-        return MARKED
-    if rule == UNLESS_DEFAULT and not holds_placeholders(value) and value == field_default(f):
-        return MARKED
-    return VERSIONED
-
-
 Visit = Callable[[str, "dataclasses.Field | None", Any, str], bool]
 
 
@@ -229,33 +224,18 @@ def walk(config: Any, visit: Visit, path: str = "") -> None:
 
 def _walk_parts(value: Any, visit: Visit, path: str, rule: str) -> None:
     """Visits the parts of a node whose visit returned True, and walks on into those whose visit does too
-    (the visit is called here, not one call deeper: planning walks every config, and most parts are leaves)."""
-    cls = type(value)
-    if cls is list or cls is tuple:
-        for i, item in enumerate(value):
-            plain = type(item) in _PLAIN
-            if (rule == VERSIONED or not plain) and visit(f"{path}[{i}]", None, item, rule) and not plain:
-                _walk_parts(item, visit, f"{path}[{i}]", rule)
-        return
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        if isinstance(value, Placeholder):
-            return
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = _fields(cls)
-    if fields is not None:
-        prefix = path + "." if path else ""
-        for _, f in fields:
-            item = getattr(value, f.name)
-            item_rule = rule if rule == MARKED else field_rule(f, item, rule)
-            plain = type(item) in _PLAIN
-            if (item_rule == VERSIONED or not plain) and visit(prefix + f.name, f, item, item_rule) and not plain:
-                _walk_parts(item, visit, prefix + f.name, item_rule)
-        return
-    for suffix, _, item in items(value) or ():
+    (the visit is called here, not one call deeper: planning walks every config, and most parts are leaves).
+    A dataclass field's rule is the one its declaration gives inside a versioned node."""
+    for suffix, f, item in items(value) or ():
+        item_rule = rule
+        if f is not None and rule == VERSIONED and (not in_version(f, item) or (item is None and input_spec(f))):
+            item_rule = MARKED
         plain = type(item) in _PLAIN
-        if (rule == VERSIONED or not plain) and visit(path + suffix, None, item, rule) and not plain:
-            _walk_parts(item, visit, path + suffix, rule)
+        if item_rule == MARKED and plain:
+            continue
+        sub = path + suffix if path or suffix[0] == "[" else suffix[1:]
+        if visit(sub, f, item, item_rule) and not plain:
+            _walk_parts(item, visit, sub, item_rule)
 
 
 def holds_placeholders(value: Any) -> bool:
@@ -381,9 +361,6 @@ def _expected(hint: Any, value: Any) -> str:
     return f"expected {_name(hint)}, got {type(value).__qualname__} {value!r:.60}"
 
 
-_CHECKED: dict[type, tuple[tuple[str, Any], ...]] = {}
-
-
 def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     """`path: why` for every field of a dataclass `config` (and, with `deep`, of every dataclass in it, the
     values of markers included) whose value does not fit its annotation. Planning checks every node: the
@@ -392,16 +369,11 @@ def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
     value = config.standin() if isinstance(config, Placeholder) else config
     cls = type(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        hints = _CHECKED.get(cls)
-        if hints is None:
-            hints = _CHECKED[cls] = tuple(
-                (f.name, _ANNOTATIONS[f]) for _, f in _fields(cls) if _ANNOTATIONS[f] is not Any
-            )
-        for name, hint in hints:
-            item = getattr(value, name)
-            problem = None if type(item) is hint else type_error(item, hint)
+        for suffix, f in _fields(cls):
+            hint, item = _ANNOTATIONS[f], getattr(value, f.name)
+            problem = None if hint is Any or type(item) is hint else type_error(item, hint)
             if problem:
-                found.append(join_path(path, "." + name) + ("" if problem.startswith("[") else ": ") + problem)
+                found.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
     if deep:
         for suffix, _, item in items(value) or ():
             if type(item.standin() if isinstance(item, Placeholder) else item) not in _PLAIN:

@@ -28,22 +28,18 @@ import tempfile
 
 from marin.execution.authoring import ExecutorStep
 from marin.execution.planning import PlanError, plan_steps
-from marin.execution.provenance import (
+from marin.execution.provenance import code_files
+from marin.execution.references import script_override, ship_scripts_by_value, use_script_source
+from marin.execution.status import read_infos
+from marin.provenance.probe import (
     CheckoutState,
     checkout_state,
-    code_files,
     git_state,
     installed_packages,
+    project_root,
     write_state_file,
 )
-from marin.execution.references import (
-    project_root,
-    script_override,
-    ship_scripts_by_value,
-    use_script_source,
-)
-from marin.storage import join, read_bytes, read_bytes_many
-from marin.storage.layout import info_path
+from marin.storage import join, read_bytes
 from marin.tools.inspect_prefix import load_record
 from marin.tools.rebuild import rebuild_steps
 
@@ -108,13 +104,10 @@ def provenance_warnings(record: dict, record_path: str) -> list[str]:
         return []
     steps = record.get("steps", [])
     prefix = record_location(record_path)
-    infos = read_bytes_many([info_path(join(prefix, s["relative_output_path"])) for s in steps])
+    infos = read_infos([join(prefix, s["relative_output_path"]) for s in steps])
     others = []
-    for step, data in zip(steps, infos, strict=True):
-        try:
-            made_by = (json.loads(data).get("run") or {}).get("git") if data else None
-        except ValueError:
-            continue
+    for step, info in zip(steps, infos, strict=True):
+        made_by = ((info or {}).get("run") or {}).get("git")
         if made_by and (made_by.get("commit"), made_by.get("patch_sha256")) != (
             recorded.get("commit"),
             recorded.get("patch_sha256"),

@@ -12,7 +12,7 @@ built by `infra/Dockerfile` from `uv.lock`, or for a cluster started from this c
 leaves `.git` out, so the checkout's git state (commit, branch, and the uncommitted changes as a patch,
 an untracked script and the project modules it imports included) travels as a file in the uploaded
 working directory, `.marin_git_state.json` (+ `.patch`), written there only while the job is submitted;
-inside the job the records read it (`provenance.checkout_state`), so they name the commit and store the
+inside the job the records read it (`marin.provenance.probe.checkout_state`), so they name the commit and store the
 patch as a run here would. Outputs go to
 the `--prefix` given to the script, which must be storage every node sees (gs://, s3://, or a shared
 folder): a relative local prefix would land in the job's temporary working directory.
@@ -52,7 +52,7 @@ TERMINAL_OK = "SUCCEEDED"
 def marin_checkout() -> str:
     """The checkout this `marin` package lives in (the folder holding `marin/` and `pyproject.toml`): what a
     job uploads, wherever `marin submit` is started (the git root above the working directory, which names
-    the code a run records, is `references.project_root`)."""
+    the code a run records, is `marin.provenance.probe.project_root`)."""
     import marin
 
     return os.path.dirname(os.path.dirname(os.path.abspath(marin.__file__)))
@@ -77,8 +77,8 @@ def _git_commit(root: str) -> str | None:
 def job_checkout_state(job_argv: list[str], root: str):
     """The git state of `root` for the job: tracked changes, plus the job's script and the project modules it
     imports when git does not track them."""
-    from marin.execution.provenance import checkout_state
     from marin.execution.references import project_imports
+    from marin.provenance.probe import checkout_state
 
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
     files = []
@@ -92,8 +92,7 @@ def job_checkout_state(job_argv: list[str], root: str):
 @contextlib.contextmanager
 def staged_git_state(root: str, state):
     """While the job is submitted, `root` holds the git state file the upload carries to the cluster."""
-    from marin.execution.provenance import write_state_file
-    from marin.execution.references import GIT_STATE_FILE
+    from marin.provenance.probe import GIT_STATE_FILE, write_state_file
 
     written = [os.path.join(root, GIT_STATE_FILE), os.path.join(root, GIT_STATE_FILE + ".patch")]
     write_state_file(root, state)

@@ -36,9 +36,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from marin.execution.status import SUCCESS, manifest_path, read_statuses
+from marin.execution.status import read_statuses
 from marin.storage import compute_manifest, join, read_bytes, read_bytes_many
-from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
+from marin.storage.layout import ExperimentRecord, RecordFormatError, State, StepRecord, manifest_path
 from marin.tools.inspect_prefix import load_record, record_paths
 from marin.tools.verify_values import DEFAULT_ATOL, DEFAULT_RTOL, compare_values
 
@@ -83,7 +83,7 @@ def _manifests(prefix: str, steps: list[StepRecord]) -> tuple[list[str], list[di
     result = []
     for state, data in zip(states, datas, strict=True):
         try:
-            result.append(json.loads(data) if state == SUCCESS and data else None)
+            result.append(json.loads(data) if state == State.SUCCESS and data else None)
         except ValueError:
             result.append(None)
     return outs, result
