@@ -11,6 +11,14 @@ prefix is read back, not rerun, so the benchmark can be continued.
 
     .venv/bin/python benchmarks/ladder_seeds.py --seeds 0 1 2 3 4 --prefix /tmp/ladder-seeds
     .venv/bin/python benchmarks/ladder_seeds.py --ladder isoflop --seeds 0 1 2 3 4 --prefix /tmp/iso-seeds
+
+`--replicates K` runs the tiny ladder with every rung trained K times (`tiny_ladder.build(replicates=K)`:
+the forecast is fitted to all K·6 points, pre-registered like the shipped one). `--pooled K` measures the
+same design after the fact, at the cost of the replicate rungs only: once the shipped seed has run (its
+target measured), it trains rungs with K − 1 more seeds and fits the forecast step's own `forecast` to all
+the rungs, in a scratch folder of the prefix. Such a forecast is written after the measurement and is
+not a pre-registered one, but nothing in it reads the target: it is the forecast `--replicates K` would
+have written, and it is checked against the same measurement.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def run_seed(ladder: str, seed: int, prefix: str) -> dict:
+def run_seed(ladder: str, seed: int, prefix: str, replicates: int = 1) -> dict:
     """Both runs of the script for `seed`; the check's figures, CPU-seconds and wall."""
     from experiments.tutorial import isoflop_ladder, tiny_ladder
     from marin.execution import Executor
@@ -34,10 +42,11 @@ def run_seed(ladder: str, seed: int, prefix: str) -> dict:
 
     start, cpu = time.time(), cpu_seconds()
     script = tiny_ladder if ladder == "tiny" else isoflop_ladder
+    settings = {"seed": seed, **({"replicates": replicates} if replicates > 1 else {})}
     for _ in range(2):
-        script.main(["--prefix", prefix, "--backend", "local"], seed=seed)
+        script.main(["--prefix", prefix, "--backend", "local"], **settings)
     if ladder == "tiny":
-        check_step = tiny_ladder.build(seed=seed).target.check
+        check_step = tiny_ladder.build(**settings).target.check
     else:
         target = isoflop_ladder.target_of(prefix, seed=seed)
         if target is None:
@@ -58,24 +67,77 @@ def run_seed(ladder: str, seed: int, prefix: str) -> dict:
     }
 
 
+def pooled_seed(seed: int, prefix: str, replicates: int, shipped: dict) -> dict:
+    """The forecast of `tiny_ladder.build(seed=seed, replicates=replicates)`, fitted after the fact to the
+    shipped seed's rungs and `replicates` − 1 more seeds' (trained here), against the shipped target."""
+    from experiments.tutorial import tiny_ladder
+    from marin.evaluation.forecast import ForecastConfig, forecast
+    from marin.execution import Executor, executor_main
+    from marin.storage import join
+
+    start, cpu = time.time(), cpu_seconds()
+    ladder = tiny_ladder.build(seed=seed, replicates=replicates)
+    executor_main(steps=ladder.evaluations, argv=["--prefix", prefix, "--backend", "local"])
+    paths = Executor(prefix).plan(ladder.evaluations)
+    out = forecast(
+        ForecastConfig(
+            evaluations=[paths[e] for e in ladder.evaluations],
+            output_path=join(prefix, "retrospective", f"pooled-{replicates}-seed-{seed}"),
+            target_flops=ladder.forecast.config.target_flops,
+        )
+    )
+    predicted, interval = out["prediction"]["loss"], out["prediction"]["interval"]
+    measured = shipped["measured"]
+    return {
+        "seed": seed,
+        "pooled_replicates": replicates,
+        "forecast": predicted,
+        "interval": interval,
+        "interval_fraction": (interval[1] - interval[0]) / predicted if interval else float("nan"),
+        "measured": measured,
+        "relative_error": (measured - predicted) / predicted,
+        "covered": bool(interval) and interval[0] <= measured <= interval[1],
+        "constrained": out["constrained"],
+        "replicate_cpu_s": cpu_seconds() - cpu,
+        "replicate_wall_s": time.time() - start,
+    }
+
+
+def summary(name: str, rows: list[dict]) -> str:
+    covered = sum(bool(r["covered"]) for r in rows)
+    mae = sum(abs(r["relative_error"]) for r in rows) / len(rows)
+    width = sum(r["interval_fraction"] for r in rows) / len(rows)
+    return (
+        f"{name}, {len(rows)} seeds: the 95 % interval covered the measurement {covered}/{len(rows)}; "
+        f"mean absolute relative error {mae:.2%}; mean interval {width:.2%} of the forecast"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ladder", choices=("tiny", "isoflop"), default="tiny")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--prefix", default="/tmp/ladder-seeds")
+    parser.add_argument("--replicates", type=int, default=1, help="tiny ladder: train every rung K times")
+    parser.add_argument("--pooled", type=int, default=1, help="tiny ladder: also refit with K seeds per rung")
     args = parser.parse_args()
-    rows = []
+    if args.ladder != "tiny" and (args.replicates > 1 or args.pooled > 1):
+        parser.error("--replicates and --pooled are the tiny ladder's")
+    rows, pooled = [], []
     for seed in args.seeds:
-        row = run_seed(args.ladder, seed, args.prefix)
+        row = run_seed(args.ladder, seed, args.prefix, args.replicates)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    covered = sum(bool(r["covered"]) for r in rows)
-    mae = sum(abs(r["relative_error"]) for r in rows) / len(rows)
-    print(
-        f"{args.ladder} ladder, {len(rows)} seeds: the 95 % interval covered the measurement {covered}/{len(rows)}; "
-        f"mean absolute relative error {mae:.2%}; mean interval {sum(r['interval_fraction'] for r in rows) / len(rows):.2%} "
-        f"of the forecast; CPU-s per seed {sum(r['cpu_s'] for r in rows) / len(rows):.0f}"
-    )
+        if args.pooled > 1:
+            pooled.append(pooled_seed(seed, args.prefix, args.pooled, row))
+            print(json.dumps(pooled[-1]), flush=True)
+    name = f"{args.ladder} ladder" + (f" ({args.replicates} seeds per rung)" if args.replicates > 1 else "")
+    print(f"{summary(name, rows)}; CPU-s per seed {sum(r['cpu_s'] for r in rows) / len(rows):.0f}")
+    if pooled:
+        print(
+            f"{summary(f'{name}, refitted with {args.pooled} seeds per rung (after the measurement)', pooled)}; "
+            f"CPU-s of the replicate rungs per seed {sum(r['replicate_cpu_s'] for r in pooled) / len(pooled):.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -49,6 +49,25 @@ def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_
     assert len(plan) == 6 + 12 + 1 + 3
 
 
+def test_a_tiny_ladder_with_replicates_fits_every_seed_of_every_rung_and_checks_the_first_seeds_target():
+    from experiments.tutorial.tiny_ladder import REPLICATE_SEED_STRIDE, build
+
+    shipped, pooled, single = build(seed=3), build(seed=3, replicates=2), build(seed=3, replicates=1)
+    assert len(pooled.trains) == len(pooled.evaluations) == 12
+    assert [t.config.seed for t in pooled.trains] == [3] * 6 + [3 + REPLICATE_SEED_STRIDE] * 6
+    plan = Executor("/nonexistent-prefix", backend="local").plan([shipped.forecast, pooled.target.check])
+    same = Executor("/nonexistent-prefix", backend="local").plan([single.target.check])
+    assert same[single.forecast] == plan[shipped.forecast]
+    assert all(plan[a] == plan[b] for a, b in zip(shipped.trains, pooled.trains[:6], strict=True))
+    assert plan[pooled.target.train] == same[single.target.train]
+    assert plan[pooled.forecast] != plan[shipped.forecast]
+    assert pooled.forecast.config.target_flops == shipped.forecast.config.target_flops
+    assert [e.step for e in pooled.forecast.config.evaluations] == pooled.evaluations
+    assert pooled.target.check.config.forecast.step is pooled.forecast
+    with pytest.raises(ValueError, match="replicates"):
+        build(replicates=0)
+
+
 def test_the_isoflop_ladder_as_shipped_plans_four_sizes_per_budget_at_one_pass_and_a_target_five_times_the_largest():
     from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS, build
 

@@ -26,9 +26,10 @@ import json
 import sys
 
 from experiments.defaults_evaluation import read_forecast
-from experiments.defaults_training import scaling_ladder
+from experiments.defaults_training import Ladder, TargetRun, check_step, scaling_ladder
 from experiments.tutorial.tiny_lm import build as build_tutorial
-from marin.execution import Executor, executor_main
+from marin.evaluation.forecast import ForecastConfig, forecast
+from marin.execution import Executor, ExecutorStep, executor_main, output_path_of
 from marin.execution.main import parse_main_args, resolve_prefix
 from marin.storage import join, read_text
 from marin.training.config import LlamaModelConfig, OptimizerConfig
@@ -43,6 +44,9 @@ TOKENS_PER_PARAM = 10
 BATCH = 8
 """Sequences of 128 tokens per step."""
 LEARNING_RATE = 1e-2
+REPLICATE_SEED_STRIDE = 1000
+"""Replicate r of a ladder with seed s trains its rungs with seed s + r·1000, so that the replicates of seeds
+0-999 share no rung with one another or with another seed's ladder."""
 
 
 def model(width: int) -> LlamaModelConfig:
@@ -60,26 +64,62 @@ def build(
     target: int | None = TARGET,
     seed: int = 0,
     train_batch_size: int = BATCH,
+    replicates: int = 1,
 ):
     """The ladder (its `target` the run to check); `train_tokens` (checked against each rung and the
-    target) defaults to the whole corpus's TRAIN_TOKENS."""
+    target) defaults to the whole corpus's TRAIN_TOKENS.
+
+    `replicates` > 1 trains every rung that many times (seeds `seed + r·REPLICATE_SEED_STRIDE`), and the
+    forecast fits the law to all of them as separate points (replicates at the same compute: the fit's
+    residual variance then has 3 degrees of freedom more per replicate); the target is trained once, with
+    `seed`. With 1 (the default) the ladder is `scaling_ladder`'s own."""
+    if replicates < 1:
+        raise ValueError(f"tiny_ladder: replicates must be >= 1, got {replicates}")
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
     if train_tokens is None and not plays:
         train_tokens = TRAIN_TOKENS
-    return scaling_ladder(
-        "tiny-shakespeare-ladder",
-        data["tokenized"],
-        sizes=[model(w) for w in sizes],
-        vocab_size=VOCAB_SIZE,
-        tokens_per_param=tokens_per_param,
-        seq_len=128,
-        train_batch_size=train_batch_size,
-        optimizer=OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1),
-        tokenizer=data["tokenizer"],
-        train_tokens=train_tokens,
-        target=model(target) if target is not None else None,
-        seed=seed,
+    ladders = [
+        scaling_ladder(
+            "tiny-shakespeare-ladder",
+            data["tokenized"],
+            sizes=[model(w) for w in sizes],
+            vocab_size=VOCAB_SIZE,
+            tokens_per_param=tokens_per_param,
+            seq_len=128,
+            train_batch_size=train_batch_size,
+            optimizer=OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1),
+            tokenizer=data["tokenizer"],
+            train_tokens=train_tokens,
+            target=model(target) if target is not None and r == 0 else None,
+            seed=seed + r * REPLICATE_SEED_STRIDE,
+        )
+        for r in range(replicates)
+    ]
+    if replicates == 1:
+        return ladders[0]
+    return pooled(ladders)
+
+
+def pooled(ladders: list[Ladder]) -> Ladder:
+    """One ladder from replicates of it: every replicate's rungs, one forecast fitted to all their
+    evaluations at the first replicate's target compute, and that replicate's target and check."""
+    first = ladders[0]
+    evaluations = [e for ladder in ladders for e in ladder.evaluations]
+    forecast_step = ExecutorStep(
+        name=first.forecast.name,
+        fn=forecast,
+        config=ForecastConfig(
+            evaluations=[output_path_of(e) for e in evaluations], target_flops=first.forecast.config.target_flops
+        ),
+        description=f"forecast tiny-shakespeare-ladder: fit loss(C) over {len(ladders)} replicates of "
+        f"{len(first.evaluations)} rungs, predict at {first.forecast.config.target_flops:.3g} FLOPs",
     )
+    target = None
+    if first.target is not None:
+        name = first.forecast.name.removeprefix("forecast/")
+        check = check_step(name, forecast_step, first.target.train, first.target.evaluation)
+        target = TargetRun(first.target.train, first.target.evaluation, check)
+    return Ladder([t for ladder in ladders for t in ladder.trains], evaluations, forecast_step, target)
 
 
 def main(argv: list[str], **settings) -> None:
