@@ -106,7 +106,7 @@ def test_a_runner_paused_right_after_its_last_lease_check_publishes_nothing(tmp_
     plan = executor.plan_dag(build(hold, started))
     (planned,) = plan.steps
     run = run_provenance(plan, utc_now(), "paused-runner", store=False)
-    task = executor._task(planned, plan, force_run_failed=False, rerun_succeeded=False, run=run)
+    task = executor._task(planned, plan, force_run_failed=False, rerun=False, run=run, reuse=False, references={})
     checked, resume = threading.Event(), threading.Event()
     real_check = Lease.still_held
 
