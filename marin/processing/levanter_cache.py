@@ -402,7 +402,7 @@ class _Spiller:
     """Builds a cache for a bucket in a local folder, moving each finished chunk file to the bucket at once.
 
     Levanter's JaggedArrayStore keeps `input_ids/data` (the tokens) and `input_ids/offsets` (row ends,
-    with the row count at index 0) as zarr3 arrays cut into write chunks of W elements, one file each
+    with the row count at index 0) as zarr3 arrays cut into write chunks of W = WRITE_CHUNK elements, one file each
     (`c/<k>`). Rows are only appended, so data chunk k is final once more than (k+1)*W tokens are
     written, and offsets chunk k >= 1 once more than (k+1)*W rows are (chunk 0 holds the row count,
     rewritten by every append, so it goes last, with the metadata and `shard_ledger.json` last of all).
@@ -414,13 +414,6 @@ class _Spiller:
         self.local, self.cache_dir = local, cache_dir
         self.spilled: set[str] = set()
         self.peak_local_bytes = 0
-
-    def _chunk_len(self, array: str) -> int | None:
-        meta = os.path.join(self.local, array, "zarr.json")
-        if not os.path.exists(meta):
-            return None
-        with open(meta) as f:
-            return int(json.load(f)["chunk_grid"]["configuration"]["chunk_shape"][0])
 
     def _upload(self, rel: str) -> None:
         local = os.path.join(self.local, rel)
@@ -436,10 +429,7 @@ class _Spiller:
         """Move the chunk files no later append can touch, after `rows` rows of `tokens` tokens."""
         self._measure()
         for array, extent, first in (("input_ids/data", tokens, 0), ("input_ids/offsets", rows + 1, 1)):
-            width = self._chunk_len(array)
-            if width is None:
-                continue
-            for k in range(first, extent // width):
+            for k in range(first, extent // WRITE_CHUNK):
                 rel = os.path.join(array, "c", str(k))
                 if rel not in self.spilled and os.path.exists(os.path.join(self.local, rel)):
                     self._upload(rel)
