@@ -25,6 +25,7 @@ from experiments.defaults_training import (
     ladder_model,
     ladder_rung,
     rung_epochs,
+    rung_optimizer,
 )
 from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
@@ -104,6 +105,7 @@ def isoflop_ladder(
     resources: ResourceConfig | None = None,
     train_tokens: int | None = None,
     max_epochs: int = 8,
+    learning_rate_times_width: float | None = None,
     **train_options: Any,
 ) -> IsoflopLadder:
     """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
@@ -113,7 +115,8 @@ def isoflop_ladder(
     there is none). With `train_tokens` (the
     training split's size) every rung is checked against the data when it is defined: one that needs more
     than one pass sets `epochs`, one that needs more than `max_epochs` is an error naming it (`rung_epochs`);
-    the target run is checked the same way when `forecast_target` declares it."""
+    the target run is checked the same way when `forecast_target` declares it. `learning_rate_times_width`
+    sets every run's peak learning rate to it over the run's width, the target's included (`rung_optimizer`)."""
     if len(set(budgets)) < 2 or len(widths) < 3:
         raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes, got {budgets} and {widths}")
     models = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in widths]
@@ -130,7 +133,7 @@ def isoflop_ladder(
                 tokenized,
                 held_out,
                 model=model,
-                optimizer=optimizer,
+                optimizer=rung_optimizer(optimizer, model, learning_rate_times_width),
                 train_batch_size=train_batch_size,
                 num_train_steps=steps,
                 seed=seed,
@@ -175,6 +178,7 @@ def isoflop_ladder(
         "options": train_options,
         "train_tokens": train_tokens,
         "max_epochs": max_epochs,
+        "learning_rate_times_width": learning_rate_times_width,
     }
     return IsoflopLadder(trains, evaluations, rung_budgets, forecast, settings)
 
@@ -203,11 +207,12 @@ def forecast_target(
     epochs = rung_epochs(
         f"{name}/target", chosen["steps"], s["train_batch_size"], s["seq_len"], s["train_tokens"], s["max_epochs"]
     )
+    model = LlamaModelConfig(**chosen["model"])
     trained = default_train(
         f"{name}/target",
         tokenized,
-        model=LlamaModelConfig(**chosen["model"]),
-        optimizer=s["optimizer"],
+        model=model,
+        optimizer=rung_optimizer(s["optimizer"], model, s["learning_rate_times_width"]),
         train_batch_size=s["train_batch_size"],
         num_train_steps=chosen["steps"],
         seed=s["seed"],

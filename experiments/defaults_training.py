@@ -170,6 +170,17 @@ def rung_epochs(
     return 0 if passes <= 1 else passes
 
 
+def rung_optimizer(
+    optimizer: OptimizerConfig, model: LlamaModelConfig, learning_rate_times_width: float | None
+) -> OptimizerConfig:
+    """`optimizer` with the peak learning rate `learning_rate_times_width / model.hidden_dim` (Adam's best
+    rate falls about as 1/width, so one rate for every width trains the wide rungs above their best and
+    bends the ladder's curve); unchanged when that is None."""
+    if learning_rate_times_width is None:
+        return optimizer
+    return dataclasses.replace(optimizer, learning_rate=learning_rate_times_width / model.hidden_dim)
+
+
 def rung_steps(model: LlamaModelConfig, vocab_size: int, tokens_per_param: float, tokens_per_step: int) -> int:
     """Steps that give `tokens_per_param` tokens per parameter (compute-matched: D = k·N)."""
     return max(2, math.ceil(tokens_per_param * model.parameter_count(vocab_size) / tokens_per_step))
@@ -247,6 +258,7 @@ def scaling_ladder(
     resources: ResourceConfig | None = None,
     train_tokens: int | None = None,
     max_epochs: int = 8,
+    learning_rate_times_width: float | None = None,
     **train_options: Any,
 ) -> Ladder:
     """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
@@ -262,6 +274,7 @@ def scaling_ladder(
     `train_tokens` (the training split's size, `train_tokens_of(tokenized output)`) lets each rung be checked
     against the data here: a rung that needs more passes sets `epochs` (versioned, so in its record and hash),
     and one needing more than `max_epochs` is an error naming it (see `rung_epochs`).
+    `learning_rate_times_width` sets each rung's peak learning rate to it over the rung's width (`rung_optimizer`).
     """
     if len(sizes) < 3:
         raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
@@ -279,7 +292,7 @@ def scaling_ladder(
             tokenized,
             held_out,
             model=model,
-            optimizer=optimizer,
+            optimizer=rung_optimizer(optimizer, model, learning_rate_times_width),
             train_batch_size=train_batch_size,
             num_train_steps=steps,
             seed=seed,

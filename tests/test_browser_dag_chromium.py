@@ -1,7 +1,7 @@
 """The tutorial's DAGs as a researcher sees them: real headless Chromium at 1400x1000, geometry asserted.
 
-The records are the ones the executor writes for `tiny_lm.py` (8 steps) and `tiny_ladder.py` (19 steps,
-six rungs): planned by the real executor, nothing run (every step reads "not started"), which is all the
+The records are the ones the executor writes for `tiny_lm.py` (8 steps) and `tiny_ladder.py` (23 steps,
+eight rungs): planned by the real executor, nothing run (every step reads "not started"), which is all the
 DAG needs. Screenshots land in test-artifacts/browser/dag-*.png.
 """
 
@@ -22,7 +22,7 @@ from marin.execution.records import run_provenance, utc_now
 from tests.browser_support import artifacts_dir, served_page
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = {"tiny_lm": 8, "tiny_ladder": 19}
+SCRIPTS = {"tiny_lm": 8, "tiny_ladder": 23}
 
 
 def write_planned_record(script: Path, prefix: str) -> None:

@@ -11,6 +11,7 @@ that does not hold must say so (docs/evaluation.md gives the shipped ladders' fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -24,11 +25,11 @@ from marin.execution import Executor
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_largest():
+def test_the_tiny_ladder_as_shipped_plans_eight_rungs_and_a_target_five_times_the_largest():
     from experiments.tutorial.tiny_ladder import TOKENS_PER_PARAM, TRAIN_TOKENS, VOCAB_SIZE, build
 
     ladder = build()
-    assert len(ladder.trains) == len(ladder.evaluations) == 6
+    assert len(ladder.trains) == len(ladder.evaluations) == 8
     sequences = TRAIN_TOKENS // 128
 
     def flops(trained) -> float:
@@ -46,19 +47,19 @@ def test_the_tiny_ladder_as_shipped_plans_six_rungs_and_a_target_five_times_the_
     assert check.forecast.step is ladder.forecast and check.train.step is ladder.target.train
     assert check.evaluation.step is ladder.target.evaluation
     plan = Executor("/nonexistent-prefix", backend="local").plan([ladder.forecast, ladder.target.check])
-    assert len(plan) == 6 + 12 + 1 + 3
+    assert len(plan) == 6 + 16 + 1 + 3
 
 
 def test_a_tiny_ladder_with_replicates_fits_every_seed_of_every_rung_and_checks_the_first_seeds_target():
     from experiments.tutorial.tiny_ladder import REPLICATE_SEED_STRIDE, build
 
     shipped, pooled, single = build(seed=3), build(seed=3, replicates=2), build(seed=3, replicates=1)
-    assert len(pooled.trains) == len(pooled.evaluations) == 12
-    assert [t.config.seed for t in pooled.trains] == [3] * 6 + [3 + REPLICATE_SEED_STRIDE] * 6
+    assert len(pooled.trains) == len(pooled.evaluations) == 16
+    assert [t.config.seed for t in pooled.trains] == [3] * 8 + [3 + REPLICATE_SEED_STRIDE] * 8
     plan = Executor("/nonexistent-prefix", backend="local").plan([shipped.forecast, pooled.target.check])
     same = Executor("/nonexistent-prefix", backend="local").plan([single.target.check])
     assert same[single.forecast] == plan[shipped.forecast]
-    assert all(plan[a] == plan[b] for a, b in zip(shipped.trains, pooled.trains[:6], strict=True))
+    assert all(plan[a] == plan[b] for a, b in zip(shipped.trains, pooled.trains[:8], strict=True))
     assert plan[pooled.target.train] == same[single.target.train]
     assert plan[pooled.forecast] != plan[shipped.forecast]
     assert pooled.forecast.config.target_flops == shipped.forecast.config.target_flops
@@ -185,3 +186,27 @@ def test_both_ladders_read_one_tokenize_step_of_their_own_and_train_one_shape_at
     for trained in [*tiny.trains, tiny.target.train, *iso.trains]:
         m = trained.config.model
         assert (m.num_layers, m.num_heads, m.intermediate_dim) == (2, 2, 4 * m.hidden_dim), trained.name
+
+
+def test_the_tiny_ladder_trains_each_width_at_its_own_learning_rate_decaying_to_zero():
+    from experiments.tutorial.tiny_ladder import LEARNING_RATE_TIMES_WIDTH, build
+
+    ladder = build()
+    for trained in [*ladder.trains, ladder.target.train]:
+        c = trained.config
+        assert c.optimizer.learning_rate == pytest.approx(LEARNING_RATE_TIMES_WIDTH / c.model.hidden_dim), trained.name
+        assert (c.optimizer.lr_schedule, c.optimizer.min_lr_ratio) == ("linear", 0.0), trained.name
+    rates = [t.config.optimizer.learning_rate for t in ladder.trains]
+    assert rates == sorted(rates, reverse=True) and len(set(rates)) == len(rates)
+
+
+def test_an_isoflop_target_is_trained_at_the_learning_rate_its_width_gets_in_the_ladder():
+    from experiments.defaults_evaluation import forecast_target, isoflop_ladder
+
+    ladder = isoflop_ladder(
+        "t", "/data/tok", budgets=[1e10, 2e10], widths=[16, 24, 32], vocab_size=512, learning_rate_times_width=0.32
+    )
+    assert [t.config.optimizer.learning_rate for t in ladder.trains[:3]] == pytest.approx([0.02, 0.32 / 24, 0.01])
+    chosen = {"model": dataclasses.asdict(ladder.trains[2].config.model), "steps": 10}
+    target = forecast_target("t", ladder, "/data/tok", {"prediction": {"config": chosen}})
+    assert target.train.config.optimizer.learning_rate == pytest.approx(0.01)

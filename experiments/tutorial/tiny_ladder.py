@@ -38,12 +38,19 @@ VOCAB_SIZE = 320
 """The ladders' byte-level BPE: the 256 bytes, two special tokens and 62 merges."""
 TRAIN_TOKENS = 3_052_481
 """Tokens in the training split of all 38 plays with that tokenizer (its tokenize step's `stats.json`)."""
-SIZES = (28, 32, 36, 40, 44, 48)
-TARGET = 80
-TOKENS_PER_PARAM = 10
+SIZES = (28, 32, 40, 48, 56, 64, 72, 80)
+"""The rungs' widths: 43k-256k parameters, 35x in compute from the smallest to the largest."""
+TARGET = 128
+"""The target's width: 607k parameters, 5.6x the largest rung's compute, 3.04 M tokens (one pass of the plays)."""
+TOKENS_PER_PARAM = 5
 BATCH = 8
 """Sequences of 128 tokens per step."""
 LEARNING_RATE = 1e-2
+"""The isoFLOP ladder's peak learning rate (one for every width)."""
+LEARNING_RATE_TIMES_WIDTH = 0.4
+"""Each run's peak learning rate is this over its width (1.4e-2 at d28, 5e-3 at d80, 3.1e-3 at the target)."""
+OPTIMIZER = OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1, lr_schedule="linear", min_lr_ratio=0.0)
+"""AdamW, a 10 % warm-up, then a linear decay to zero: the end of training averages out the last steps' noise."""
 REPLICATE_SEED_STRIDE = 1000
 """Replicate r of a ladder with seed s trains its rungs with seed s + r·1000, so that the replicates of seeds
 0-999 share no rung with one another or with another seed's ladder."""
@@ -87,7 +94,8 @@ def build(
             tokens_per_param=tokens_per_param,
             seq_len=128,
             train_batch_size=train_batch_size,
-            optimizer=OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1),
+            optimizer=OPTIMIZER,
+            learning_rate_times_width=LEARNING_RATE_TIMES_WIDTH,
             tokenizer=data["tokenizer"],
             train_tokens=train_tokens,
             target=model(target) if target is not None and r == 0 else None,

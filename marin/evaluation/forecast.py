@@ -4,11 +4,16 @@ This is how a lab de-risks a big run: train a ladder of small models at compute-
 (C = 6·N·D FLOPs for N parameters and D tokens), fit the law to their held-out losses, and read off the
 loss the big run should reach before paying for it. With the rungs' compute spread over orders of
 magnitude, the fit is done on C / C_ref (C_ref the geometric mean of the rungs' compute) so that the
-least-squares problem is well conditioned; `a` is reported for raw FLOPs. The interval is the spread of
-predictions under the fit's parameter covariance (drawn with `seed`), the draws kept only where the law
-is one (A, b > 0 and 0 <= c <= the lowest rung's loss): an unbounded Gaussian over a bounded fit gives
-intervals out to hundreds of nats. With exactly three rungs the law goes through every point and no
-interval can be given (it is null, with the reason).
+least-squares problem is well conditioned; `a` is reported for raw FLOPs.
+
+The interval is a prediction interval for one run at the target, the quantity the check compares against:
+the law's parameters are drawn (with `seed`) from a multivariate Student t with the fit's covariance and
+n − 3 degrees of freedom (the covariance is scaled by the residual variance, itself an estimate from
+n − 3 residuals, so a Gaussian would be too narrow for a handful of rungs), the draws are kept only where
+the law is one (A, b > 0 and 0 <= c <= the lowest rung's loss: an unbounded draw over a bounded fit gives
+intervals out to hundreds of nats), and to each prediction is added the target run's own seed noise,
+the rungs' residual standard deviation times a t draw. With exactly three rungs the law goes through
+every point and no interval can be given (it is null, with the reason).
 
 A fit the rungs do not constrain is said, never hidden: `constrained` is false and `notes` say why when the
 irreducible term c sits on a bound (0, or the lowest rung's loss: the rungs cannot tell the curvature),
@@ -84,6 +89,10 @@ class Fit:
     """Covariance of (A, b, c), where A = a·reference_flops^(−b) is the coefficient on C / C_ref."""
     c_ceiling: float | None = None
     """The upper bound on c in the fit (the lowest rung's loss)."""
+    residual_sd: float = 0.0
+    """Standard deviation of the rungs about the law, with n − 3 degrees of freedom: one run's own noise."""
+    dof: int = 0
+    """Residual degrees of freedom, n − 3."""
 
     def c_on_bound(self, tolerance: float = 1e-3) -> str | None:
         """'0' or 'the lowest rung loss' when c sits on that bound, else None."""
@@ -137,9 +146,11 @@ def fit_law(flops, losses) -> Fit:
                 best = (sse, popt, pcov)
     if best is None:
         raise RuntimeError("the scaling-law fit did not converge from any starting point")
-    _, (big_a, b, c), pcov = best
-    covariance = pcov.tolist() if len(flops) > 3 and np.all(np.isfinite(pcov)) else None
-    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance, low)
+    sse, (big_a, b, c), pcov = best
+    dof = len(flops) - 3
+    covariance = pcov.tolist() if dof > 0 and np.all(np.isfinite(pcov)) else None
+    residual_sd = math.sqrt(sse / dof) if dof > 0 else 0.0
+    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance, low, residual_sd, dof)
 
 
 def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int, seed: int):
@@ -150,7 +161,9 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
         return None
     rng = np.random.default_rng(seed)
     big_a = fit.a * fit.reference_flops ** (-fit.b)
-    draws = rng.multivariate_normal([big_a, fit.b, fit.c], np.asarray(fit.covariance), size=samples)
+    spread = rng.multivariate_normal(np.zeros(3), np.asarray(fit.covariance), size=samples)
+    spread /= np.sqrt(rng.chisquare(fit.dof, size=samples) / fit.dof)[:, None]
+    draws = np.array([big_a, fit.b, fit.c]) + spread
     feasible = (draws[:, 0] > 0) & (draws[:, 1] > 0) & (draws[:, 2] >= 0)
     if fit.c_ceiling is not None:
         feasible &= draws[:, 2] <= fit.c_ceiling
@@ -158,7 +171,7 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
         return None
     draws = draws[feasible]
     x = flops / fit.reference_flops
-    preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2]
+    preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2] + fit.residual_sd * rng.standard_t(fit.dof, len(draws))
     tail = (1 - confidence) / 2
     return float(np.quantile(preds, tail)), float(np.quantile(preds, 1 - tail))
 
