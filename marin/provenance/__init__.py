@@ -1,4 +1,6 @@
-"""What a run's records say about where it ran, probed from the checkout and the machine (`probe`).
+"""What a run's records say about where it ran, and what they must not say.
 
-A layer below the executor: it reads git, /proc and site-packages, and imports nothing of marin.
+`probe` reads the checkout and the machine (git, /proc, site-packages); `redaction` keeps credentials out
+of the command line, the logs and the records a run writes. A layer below the executor: it imports
+nothing of marin.
 """
