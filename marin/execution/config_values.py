@@ -31,7 +31,7 @@ from pathlib import PurePath
 from typing import Any
 
 from marin.execution.authoring import ResolvedPath
-from marin.execution.references import reference_of, resolve_reference
+from marin.provenance.references import reference_of, resolve_reference
 from marin.stepkit.config import annotation, annotations, items, join_path
 
 TAGS = frozenset(("__enum__", "__float__", "__tuple__", "__dict__", "__path__", "__unserializable__"))

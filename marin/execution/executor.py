@@ -34,11 +34,11 @@ from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.records import experiment_hash, experiment_record, step_info, utc_now
-from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
 from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.provenance.references import code_fingerprint, script_path
 from marin.storage import append_line, create_if_absent, exists, join
 from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
 
