@@ -6,7 +6,8 @@
 # `git worktree add /tmp/before <commit>`); it runs with this tree's .venv and its own code first on
 # PYTHONPATH. JSON per run: benchmarks/results/compare/<label>-<round>.json; summary to stdout.
 # MODES picks the configurations (default "before staging fsync"; "before fsync" compares the two trees
-# as shipped); BEFORE_FSYNC=1 runs BEFORE with fsync on (for a BEFORE tree that has it).
+# as shipped); BEFORE_FSYNC=1 runs BEFORE with fsync on (for a BEFORE tree that has it); SIZES the layered
+# DAG sizes (default 1000,10000; SIZES=1000 for a short comparison).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -19,7 +20,7 @@ mkdir -p "$OUT"
 export RAY_AUTH_MODE=disabled
 run() {  # label tree fsync round
   (cd "$WORK" && PYTHONPATH=$2 MARIN_FSYNC=$3 "$ROOT/.venv/bin/python" "$BENCH/marin_baseline.py" \
-    --adapter "$BENCH/ours_adapter.py" --sizes 1000,10000 --chain-depths 200 --reps "${REPS:-3}" \
+    --adapter "$BENCH/ours_adapter.py" --sizes "${SIZES:-1000,10000}" --chain-depths 200 --reps "${REPS:-3}" \
     --import-reps 5 --workdir "$WORK/$1" --out "$OUT/$1-$4.json" >/dev/null 2>"$OUT/$1-$4.log")
 }
 for round in $(seq 1 "$ROUNDS"); do

@@ -46,3 +46,34 @@ def test_a_running_trainings_checkpoints_are_found_in_its_latest_attempt_folder(
     found = list_checkpoints(str(train))
     assert [step for step, _ in found] == [4, 6]
     assert published_path(found[-1][1]) == f"{train}/checkpoints/step-6"
+
+
+def test_the_config_resolved_once_is_rebased_to_the_attempt_folder_in_one_pass():
+    from dataclasses import dataclass, field
+
+    from marin.execution import output_path_of, this_output_path
+    from marin.execution.authoring import ResolvedPath, rebase
+    from marin.execution.config_values import encode
+    from marin.execution.planning import instantiate_config, plan_steps
+
+    @dataclass(frozen=True)
+    class Config:
+        inputs: list = field(default_factory=list)
+        output_path: str = this_output_path()
+        checkpoints: str = this_output_path("ckpt")
+
+    up = ExecutorStep("up", lambda c: None, Config())
+    down = ExecutorStep("down", lambda c: None, Config(inputs=[output_path_of(up, "x")]))
+    plan = plan_steps([down], "/lab")
+    out, up_out = plan[down].output_path, plan[up].output_path
+    config = instantiate_config(plan[down], plan)
+    assert config is instantiate_config(plan[down], plan)  # built once: the record's and every attempt's
+    assert type(config.checkpoints) is ResolvedPath and config.checkpoints == f"{out}/ckpt"
+    assert encode(config)["inputs"] == [f"{up_out}/x"] and type(encode(config)["output_path"]) is str
+    attempt = rebase(config, {out: f"{out}/.a", up_out: "/elsewhere/up"}, f"{out}/.a")
+    assert (attempt.output_path, attempt.checkpoints, attempt.inputs) == (
+        f"{out}/.a",
+        f"{out}/.a/ckpt",
+        ["/elsewhere/up/x"],
+    )
+    assert all(type(v) is str for v in (attempt.output_path, attempt.checkpoints, *attempt.inputs))

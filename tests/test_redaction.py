@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, redaction, versioned
-from marin.execution.redaction import (
+from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, versioned
+from marin.provenance import probe, redaction
+from marin.provenance.redaction import (
     REDACTED,
     CredentialInPatchError,
     _redact_shapes,
@@ -22,7 +23,6 @@ from marin.execution.redaction import (
     redact_argv,
     redact_text,
 )
-from marin.provenance import probe
 from marin.storage import url_to_fs, write_bytes
 
 # Built by concatenation so that this file does not itself hold credential-shaped strings.

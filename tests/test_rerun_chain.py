@@ -101,7 +101,7 @@ def test_rerun_warns_before_running_when_the_code_differs_from_the_record(lab, t
 
 
 def test_loading_a_script_by_reference_does_not_run_its_main_block(tmp_path):
-    from marin.execution.references import reference_of, resolve_reference
+    from marin.provenance.references import reference_of, resolve_reference
 
     script = tmp_path / "guarded.py"
     script.write_text("def fn():\n    return 1\n\nif __name__ == '__main__':\n    raise SystemExit('main ran')\n")

@@ -1,8 +1,7 @@
 """Attempt folders: where each attempt of a step writes, and what a new attempt does with earlier ones.
 
-An attempt writes into its own staging folder (`marin.storage.staging`). The executor leaves
-`this_output_path()` a marker in the config it hands over, which each attempt binds to its folder
-(`bind_output`). A new attempt claims its number by creating its log, then adopts the latest earlier
+An attempt writes into its own staging folder (`marin.storage.staging`): it moves the paths of the config
+its step was planned with from the step's output folder to that one (`authoring.rebase`). A new attempt claims its number by creating its log, then adopts the latest earlier
 attempt's files, copied, to resume from them (or starts empty for a rerun with changed code) and
 discards the rest; once no earlier folder survives under its own name, nothing its runner still does
 can reach the published output.
@@ -27,9 +26,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
 
-from marin.execution.authoring import resolve_markers
 from marin.execution.lease import (
     Identity,
     Lease,
@@ -63,11 +60,6 @@ from marin.storage.local import TEMP_PREFIX
 from marin.storage.staging import adopt, attempts, discard, discard_all, staging_path
 
 logger = logging.getLogger(__name__)
-
-
-def bind_output(config: Any, staging: str) -> Any:
-    """`config` with its `this_output_path()` markers filled with the attempt's folder `staging`."""
-    return resolve_markers(config, None, staging)
 
 
 @dataclass(frozen=True)

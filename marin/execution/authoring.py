@@ -81,22 +81,53 @@ THIS_OUTPUT_PATH: Any = OutputName(None)
 """A default for `output_path` fields: `output_path: str = THIS_OUTPUT_PATH`."""
 
 
-def resolve_markers(config: Any, input_path: Callable[[InputName], str] | None, own_output: str | None) -> Any:
+class ResolvedPath(str):
+    """A marker's path as a plain str that remembers the folder it was joined to (`base`) and the sub-path
+    (`name`): an attempt moves its own output and inputs read from elsewhere (`rebase`) without resolving
+    the config again."""
+
+    base: str
+    name: str | None
+
+
+def _resolved(base: str, name: str | None) -> ResolvedPath:
+    path = ResolvedPath(join(base, name) if name else base)
+    path.base, path.name = base, name
+    return path
+
+
+def resolve_markers(config: Any, input_path: Callable[[InputName], str], own_output: str) -> Any:
     """`config` with `versioned(x)` replaced by x, `output_path_of(step, sub)` by `input_path(marker)` joined
-    with `sub`, and `this_output_path(sub)` by `own_output` joined with `sub` (markers kept where None)."""
+    with `sub`, and `this_output_path(sub)` by `own_output` joined with `sub` (paths as `ResolvedPath`s)."""
 
     def resolve(value: Any) -> Any:
         cls = type(value)
         if cls is VersionedValue:
             return value.value
-        if cls is InputName and input_path is not None:
-            base = input_path(value)
-            return join(base, value.name) if value.name else base
-        if cls is OutputName and own_output is not None:
-            return join(own_output, value.name) if value.name else own_output
+        if cls is InputName:
+            return _resolved(input_path(value), value.name)
+        if cls is OutputName:
+            return _resolved(own_output, value.name)
         return KEEP
 
     return map_nodes(config, resolve)
+
+
+def rebase(config: Any, moves: dict[str, str], own_output: str) -> Any:
+    """`config` with every path resolved from a folder in `moves` (a `ResolvedPath`) joined to the folder it
+    maps to instead, as plain strs, and any `this_output_path()` marker left filled with `own_output`: an
+    attempt's config, from the one its step was planned with."""
+
+    def move(value: Any) -> Any:
+        cls = type(value)
+        if cls is ResolvedPath:
+            base = moves.get(value.base, value.base)
+            return join(base, value.name) if value.name else base
+        if cls is OutputName:
+            return join(own_output, value.name) if value.name else own_output
+        return KEEP
+
+    return map_nodes(config, move)
 
 
 PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")

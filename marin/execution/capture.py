@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 
-from marin.execution.redaction import redact_text
+from marin.provenance.redaction import redact_text
 
 _sink: contextvars.ContextVar = contextvars.ContextVar("marin_step_log", default=None)
 _install_lock = threading.Lock()

@@ -30,7 +30,8 @@ import typing
 from pathlib import PurePath
 from typing import Any
 
-from marin.execution.references import reference_of, resolve_reference
+from marin.execution.authoring import ResolvedPath
+from marin.provenance.references import reference_of, resolve_reference
 from marin.stepkit.config import annotation, annotations, items, join_path
 
 TAGS = frozenset(("__enum__", "__float__", "__tuple__", "__dict__", "__path__", "__unserializable__"))
@@ -65,6 +66,8 @@ def encode(value: Any, hint: Any = Any, path: str = "", types_out: dict[str, str
     cls = type(value)
     if value is None or cls is str or cls is bool or cls is int:
         return value
+    if cls is ResolvedPath:
+        return str(value)
     if cls is float:
         return value if math.isfinite(value) else {"__float__": repr(value)}
     plain = _unwrap(hint)

@@ -31,14 +31,14 @@ from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
 from marin.execution.interrupts import LEFT_FOR_RERUN
 from marin.execution.plan_reports import plan_report_lines
-from marin.execution.planning import Plan, PlannedStep, attempt_config, plan_steps
+from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.execution.records import experiment_hash, experiment_record, step_info, utc_now
-from marin.execution.references import code_fingerprint, script_path
 from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
 from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.provenance.references import code_fingerprint, script_path
 from marin.storage import append_line, create_if_absent, exists, join
 from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
 
@@ -401,18 +401,19 @@ class Executor:
         self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun: bool, run: dict, reuse: bool, references: dict
     ) -> StepTask:
         resources = p.step.resources
-        referenced = {d.step: references[d.step] for d in p.dependencies if d.step in references}
+        referenced = {d.output_path: references[d.step] for d in p.dependencies if d.step in references}
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=attempt_config(p, plan, paths={k: v[0] for k, v in referenced.items()}),
+            config=instantiate_config(p, plan),
             info=step_info(p, plan, run),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun,
             reuse=self.cache_from if reuse else None,
             references=[v for v in referenced.values() if v[1]],
+            inputs_from={path: v[0] for path, v in referenced.items()},
         )
 
     def _progress(self, p: PlannedStep, outcome: StepOutcome, done: int, total: int, t_start: float) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from marin.execution.authoring import InputName, VersionedValue
 from marin.execution.planning import PlanError, PlannedStep
-from marin.stepkit.config import InputSpec, StepConfig, input_spec, items
+from marin.stepkit.config import InputSpec, StepConfig, input_spec, items, walk
 from marin.storage import exists, join, protocol_of
 
 
@@ -32,19 +32,23 @@ class MissingInputError(PlanError):
     """Plain input paths that are absent or not what their field needs; the message names each step and field."""
 
 
-def plain_inputs(config: Any, path: str = "") -> Iterator[tuple[str, InputSpec, str]]:
-    """(field path, spec, plain path) of every declared input of `config` that is not another step's output."""
-    if not isinstance(config, StepConfig):
-        return
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        sub = f"{path}.{f.name}" if path else f.name
-        spec = input_spec(f)
+def plain_inputs(config: Any) -> list[tuple[str, InputSpec, str]]:
+    """(field path, spec, plain path) of every declared input of `config` that is not another step's output:
+    in its fields and in those of every `StepConfig` held by one (each walked as its own config)."""
+    found: list[tuple[str, InputSpec, str]] = []
+
+    def visit(path: str, f: dataclasses.Field | None, value: Any, rule: str) -> bool:
+        spec = input_spec(f) if f is not None else None
         if spec is not None:
-            for where, item in _paths(value, sub):
-                yield where, spec, item
+            found.extend((where, spec, item) for where, item in _paths(value, path))
         elif isinstance(value, StepConfig):
-            yield from plain_inputs(value, sub)
+            if f is None:
+                return True
+            walk(value, visit, path)
+        return False
+
+    walk(config, visit)
+    return found
 
 
 def _paths(value: Any, where: str) -> Iterator[tuple[str, str]]:

@@ -289,7 +289,7 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
                 by_identity[key] = by_path[planned.output_path] = by_step[step] = planned
                 if isinstance(step.config, StepConfig):
                     try:
-                        planned.config = _resolve(planned, by_step, {}, planned.output_path)
+                        planned.config = _resolve(planned, by_step)
                     except (ValueError, TypeError) as exc:
                         raise PlanError(f"step {planned.name!r}: invalid config: {exc}") from None
                 order.append(planned)
@@ -323,21 +323,12 @@ def _plan_one(step: ExecutorStep, scan: tuple[dict, list], by_step: dict, prefix
 
 
 def instantiate_config(planned: PlannedStep, plan: Plan) -> Any:
-    """The step's config with every marker replaced by a plain value (paths as strings); built once."""
+    """The step's config with every marker replaced by a plain value (paths as `ResolvedPath`s); built once,
+    for its record and for every attempt of it (`rebase` moves the paths to the attempt's folder)."""
     if planned.config is None and planned.step.config is not None:
-        planned.config = _resolve(planned, plan.by_step, {}, planned.output_path)
+        planned.config = _resolve(planned, plan.by_step)
     return planned.config
 
 
-def attempt_config(planned: PlannedStep, plan: Plan, paths: dict) -> Any:
-    """The config an attempt binds to its own folder (`bind_output`): every marker replaced but
-    `this_output_path()`, which stays a marker until the attempt knows where it writes. `paths` maps a
-    dependency (an ExecutorStep) to the folder it is read from instead of its own (an output published by
-    reference lives in another prefix)."""
-    return _resolve(planned, plan.by_step, paths, None)
-
-
-def _resolve(planned: PlannedStep, by_step: dict, paths: dict, own_output: str | None) -> Any:
-    return resolve_markers(
-        planned.step.config, lambda inp: paths.get(inp.step) or by_step[inp.step].output_path, own_output
-    )
+def _resolve(planned: PlannedStep, by_step: dict) -> Any:
+    return resolve_markers(planned.step.config, lambda inp: by_step[inp.step].output_path, planned.output_path)

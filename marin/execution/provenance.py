@@ -19,10 +19,10 @@ import socket
 import sys
 
 from marin.execution.planning import Plan
-from marin.execution.redaction import CredentialInPatchError, find_in_patch, redact_argv
-from marin.execution.references import project_imports, reference_of
 from marin.provenance import probe
 from marin.provenance.probe import checkout_state, environment
+from marin.provenance.redaction import CredentialInPatchError, find_in_patch, redact_argv
+from marin.provenance.references import project_imports, reference_of
 
 
 def dump_json(record: dict) -> bytes:

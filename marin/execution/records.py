@@ -24,8 +24,8 @@ from marin.execution.canonical import canonical_json
 from marin.execution.config_values import encode
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.provenance import dump_json, run_provenance, who
-from marin.execution.references import code_fingerprint, reference_of
 from marin.provenance.probe import environment
+from marin.provenance.references import code_fingerprint, reference_of
 from marin.storage.layout import RECORD_FORMAT, ExperimentRecord, StepRecord
 
 

@@ -32,7 +32,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from marin.execution.attempts import Attempt, bind_output, discard_attempts, finish_cleanups, start_attempt
+from marin.execution.attempts import Attempt, discard_attempts, finish_cleanups, start_attempt
+from marin.execution.authoring import rebase
 from marin.execution.capture import capture_into
 from marin.execution.interrupts import (
     LEFT_FOR_RERUN,
@@ -92,6 +93,9 @@ class StepTask:
     """A `marin.execution.reuse.CacheFrom`: sources to reuse this step's output from before running it."""
     references: list = field(default_factory=list)
     """(folder, manifest) of inputs published by reference: hashed again before the step runs."""
+    inputs_from: dict = field(default_factory=dict)
+    """A dependency's output path -> the folder the step reads it from (an output published by reference
+    lives in another prefix)."""
 
 
 @dataclass
@@ -234,7 +238,7 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Actio
 def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
     """Runs the step function (with `retries`) into the attempt's folder, then publishes SUCCESS or FAILED."""
     out, timer, error = task.output_path, _Timer(), None
-    config = bind_output(task.config, attempt.staging)
+    config = rebase(task.config, {**task.inputs_from, out: attempt.staging}, attempt.staging)
     run = task.fn
     if task.gang is not None:
         from marin.execution.gang_launch import run_gang

@@ -255,8 +255,8 @@ def map_nodes(value: Any, fn: Callable[..., Any], path: str | None = None) -> An
     kept), an unchanged part is the very object it was.
 
     Without `path`, `fn(node)` is called on every node but the plain values (str, number, bool, None), and no
-    path strings are built: resolving markers, done three times per step (its record, its attempt's config,
-    the attempt's own folder), is a large part of the driver's work. With `path` (the name of `value`, ""
+    path strings are built: resolving a step's markers (once, for its record and its attempts) and moving an
+    attempt's paths to its own folder are a large part of the work per step. With `path` (the name of `value`, ""
     at the top), `fn(path, node)` is called on every node, plain values included."""
     cls = type(value)
     if path is None:

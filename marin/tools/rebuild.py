@@ -19,7 +19,7 @@ from typing import Any
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, ResourceConfig, VersionedValue
 from marin.execution.config_values import ConfigValueError, build
 from marin.execution.planning import plan_steps
-from marin.execution.references import resolve_reference
+from marin.provenance.references import resolve_reference
 from marin.stepkit.config import KEEP, map_nodes
 from marin.storage.layout import ExperimentRecord, RecordFormatError, StepRecord
 

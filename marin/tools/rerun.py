@@ -29,7 +29,6 @@ import tempfile
 from marin.execution.authoring import ExecutorStep
 from marin.execution.planning import PlanError, plan_steps
 from marin.execution.provenance import code_files
-from marin.execution.references import script_override, ship_scripts_by_value, use_script_source
 from marin.execution.status import read_infos
 from marin.provenance.probe import (
     CheckoutState,
@@ -39,6 +38,7 @@ from marin.provenance.probe import (
     project_root,
     write_state_file,
 )
+from marin.provenance.references import script_override, ship_scripts_by_value, use_script_source
 from marin.storage import join, read_bytes
 from marin.tools.inspect_prefix import load_record
 from marin.tools.rebuild import rebuild_steps

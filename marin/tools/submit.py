@@ -77,8 +77,8 @@ def _git_commit(root: str) -> str | None:
 def job_checkout_state(job_argv: list[str], root: str):
     """The git state of `root` for the job: tracked changes, plus the job's script and the project modules it
     imports when git does not track them."""
-    from marin.execution.references import project_imports
     from marin.provenance.probe import checkout_state
+    from marin.provenance.references import project_imports
 
     script = next((a for a in job_argv[1:] if a.endswith(".py")), None)
     files = []
