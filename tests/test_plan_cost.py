@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from experiments.tutorial import tiny_ladder
 from marin.training.config import LlamaModelConfig
 from marin.training.cost import (
     CostSettings,
@@ -108,6 +109,8 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
 def test_marin_plan_of_the_loss_law_ladder_runs_as_its_docstring_says_and_costs_its_rungs(tmp_path):
     result = marin("plan", "experiments/tutorial/tiny_ladder.py", "--prefix", str(tmp_path / "lab"))
     assert result.returncode == 0, result.stderr[-3000:]
+    rungs = len(tiny_ladder.SIZES)
     assert re.search(
-        r"total, what would run \(6 train, 6 evaluate\): FLOPs \S+, \S+ estimated device-hours", result.stdout
+        rf"total, what would run \({rungs} train, {rungs} evaluate\): FLOPs \S+, \S+ estimated device-hours",
+        result.stdout,
     )
