@@ -25,7 +25,7 @@ run: setup
 	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps
-	$(PY) -m pytest -q -ra -n 2 --dist loadfile -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n 2 --dist loadfile -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 # Tests too long for `make test` (tests marked slow; docs/testing.md names them).
 test-slow: setup browser-deps
