@@ -20,6 +20,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def start(prefix: str, started: str, release: str, backend: str, *extra: str) -> subprocess.Popen:
+    """The run as a terminal starts it: SIGINT at its default even where this process inherited it ignored
+    (a shell's background job), so that Python turns it into KeyboardInterrupt."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.interrupt_dag", prefix, started, release, backend, *extra],
         cwd=REPO,
@@ -27,6 +29,7 @@ def start(prefix: str, started: str, release: str, backend: str, *extra: str) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
