@@ -30,7 +30,18 @@ def start(prefix: str, started: str, release: str, backend: str, *extra: str) ->
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        start_new_session=True,
     )
+
+
+def finish(proc: subprocess.Popen, timeout: float, what: str) -> str:
+    """The run's output once it exits; one still running after `timeout` is killed with every process it
+    started (its Ray cluster included), so that a failing test leaves nothing behind."""
+    try:
+        return proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"{what} did not end within {timeout:.0f} s:\n{proc.communicate()[0]}")
 
 
 def wait_for_file(path: str, timeout: float = 240) -> None:
@@ -45,7 +56,7 @@ def interrupt(proc: subprocess.Popen, times: int = 1) -> tuple[str, float]:
     for _ in range(times):
         os.kill(proc.pid, signal.SIGINT)
         time.sleep(0.05)
-    log = proc.communicate(timeout=120)[0]
+    log = finish(proc, 120, "the run after Ctrl-C")
     return log, time.monotonic() - t0
 
 
@@ -74,7 +85,7 @@ def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tm
     check_left_for_a_rerun(prefix, started, release, log)
     open(release, "w").close()
     rerun = start(prefix, started, release, "local")
-    rerun_log = rerun.communicate(timeout=240)[0]
+    rerun_log = finish(rerun, 240, "the rerun")
     assert rerun.returncode == 0, rerun_log
     executor = Executor(prefix, backend="local", experiment_name="interrupt")
     first, second = executor.plan(build(started, release)).values()
@@ -117,7 +128,7 @@ def test_ctrl_c_in_a_mixed_auto_run_stops_the_ray_step_and_the_same_command_comp
     assert "interrupted: 1 step(s) left unfinished (interrupt/on-ray-" in log, log
     open(release, "w").close()
     rerun = start(prefix, started, release, "auto", "mixed")
-    rerun_log = rerun.communicate(timeout=240)[0]
+    rerun_log = finish(rerun, 240, "the rerun")
     assert rerun.returncode == 0, rerun_log
     assert read_text(join(on_ray, ".executor_status")) == "SUCCESS"
     assert read_text(join(on_ray, "done.txt")) == "2 resumed=True"
