@@ -99,8 +99,66 @@ def ensure_ray(address: str | None = None):
     else:
         logger.info("starting a local Ray cluster (no --ray_address / RAY_ADDRESS)")
         _share_import_path_with_local_workers()
-        ray.init(include_dashboard=False, log_to_driver=True)
+        start_local_ray(ray)
     return ray
+
+
+LOCAL_RAY_START_TRIES = 3
+"""How many times a local Ray cluster is started before its start-up timeout is the run's error."""
+
+_RAY_START_TIMEOUT = "timed out during startup"
+
+
+def start_local_ray(ray) -> None:
+    """`ray.init()` of a local cluster, tried again when Ray's node start-up times out.
+
+    Ray waits a fixed 30 s (not configurable in this version) for its raylet to register with its GCS; on
+    a loaded small machine (two cores, a training beside it) that wait can pass although both processes
+    are healthy, and the run would fail before any step ran. A start that timed out leaves its GCS,
+    raylet and agents running with no handle to stop them: they are killed (only processes started
+    during that try whose command line runs Ray's own programs) before the next try, and after the last.
+    """
+    import psutil
+
+    ray_dir = os.path.dirname(ray.__file__)
+    for attempt in range(1, LOCAL_RAY_START_TRIES + 1):
+        before = {child.pid for child in psutil.Process().children(recursive=True)}
+        try:
+            ray.init(include_dashboard=False, log_to_driver=True)
+            return
+        except Exception as error:
+            if _RAY_START_TIMEOUT not in str(error):
+                raise
+            ray.shutdown()
+            _kill_ray_processes_started_since(before, ray_dir)
+            if attempt == LOCAL_RAY_START_TRIES:
+                raise
+            logger.warning(
+                "the local Ray cluster did not start in time (try %d of %d): %s; starting it again",
+                attempt,
+                LOCAL_RAY_START_TRIES,
+                error,
+            )
+
+
+def _kill_ray_processes_started_since(before: set[int], ray_dir: str) -> None:
+    import psutil
+
+    doomed = []
+    for child in psutil.Process().children(recursive=True):
+        if child.pid in before:
+            continue
+        try:
+            if any(ray_dir in part for part in child.cmdline()):
+                doomed.append(child)
+        except psutil.Error:
+            continue
+    for child in doomed:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(doomed, timeout=10)
 
 
 class Backend:
