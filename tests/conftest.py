@@ -48,8 +48,10 @@ def ray_cluster():
     """One local Ray cluster for the whole test session (starting one costs several seconds)."""
     import ray
 
+    from marin.execution.backends import start_local_ray
+
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        start_local_ray(ray, num_cpus=4, log_to_driver=False)
     yield ray
     ray.shutdown()
 

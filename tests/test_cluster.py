@@ -22,7 +22,7 @@ import pytest
 
 from marin.execution import Executor, ExecutorRunError, ResourceConfig
 from marin.execution.authoring import canonical_accelerator
-from marin.execution.backends import ray_options
+from marin.execution.backends import ray_options, start_local_ray
 from marin.execution.resources_check import unsatisfiable_reason
 from marin.stepkit.sharding import LEDGERS
 from marin.storage import compute_manifest
@@ -72,7 +72,7 @@ def cluster(tmp_path_factory):
         ray.shutdown()
         c.stop()
         if previous_cpus:  # give back the session's local Ray (tests/conftest.py::ray_cluster) as it was
-            ray.init(num_cpus=previous_cpus, include_dashboard=False, log_to_driver=False)
+            start_local_ray(ray, num_cpus=previous_cpus, log_to_driver=False)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

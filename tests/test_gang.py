@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from marin.execution import Executor, ExecutorRunError, ExecutorStep, ResourceConfig
+from marin.execution.backends import start_local_ray
 from marin.execution.resources_check import gang_unsatisfiable_reason
 from marin.storage import read_bytes
 from marin.training.checkpoints import list_checkpoints
@@ -79,7 +80,7 @@ def gang(tmp_path_factory, gcs_emulator):
         ray.shutdown()
         c.stop()
         if previous_cpus:
-            ray.init(num_cpus=previous_cpus, include_dashboard=False, log_to_driver=False)
+            start_local_ray(ray, num_cpus=previous_cpus, log_to_driver=False)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

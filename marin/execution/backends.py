@@ -109,8 +109,8 @@ LOCAL_RAY_START_TRIES = 3
 _RAY_START_TIMEOUT = "timed out during startup"
 
 
-def start_local_ray(ray) -> None:
-    """`ray.init()` of a local cluster, tried again when Ray's node start-up times out.
+def start_local_ray(ray, **init_args) -> None:
+    """`ray.init(**init_args)` of a local cluster, tried again when Ray's node start-up times out.
 
     Ray waits a fixed 30 s (not configurable in this version) for its raylet to register with its GCS; on
     a loaded small machine (two cores, a training beside it) that wait can pass although both processes
@@ -124,7 +124,7 @@ def start_local_ray(ray) -> None:
     for attempt in range(1, LOCAL_RAY_START_TRIES + 1):
         before = {child.pid for child in psutil.Process().children(recursive=True)}
         try:
-            ray.init(include_dashboard=False, log_to_driver=True)
+            ray.init(**{"include_dashboard": False, "log_to_driver": True, **init_args})
             return
         except Exception as error:
             if _RAY_START_TIMEOUT not in str(error):
