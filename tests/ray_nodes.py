@@ -21,6 +21,8 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
+from marin.execution.backends import kill_processes
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAY = os.path.join(os.path.dirname(sys.executable), "ray")
 OBJECT_STORE_BYTES = 100_000_000
@@ -186,12 +188,7 @@ class LocalRayCluster:
             cmdline = " ".join(p.info["cmdline"] or [])
             if any(t in cmdline for t in temps) and p not in procs:
                 procs.append(p)
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=10)
+        kill_processes(procs)
         for node in nodes:
             try:
                 node.proc.wait(timeout=10)

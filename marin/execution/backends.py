@@ -153,12 +153,19 @@ def _kill_ray_processes_started_since(before: set[int], ray_dir: str) -> None:
                 doomed.append(child)
         except psutil.Error:
             continue
-    for child in doomed:
+    kill_processes(doomed)
+
+
+def kill_processes(procs: list, timeout: float = 10.0) -> None:
+    """SIGKILLs each `psutil.Process` (one already gone is skipped) and waits up to `timeout` s for them all."""
+    import psutil
+
+    for proc in procs:
         try:
-            child.kill()
+            proc.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(doomed, timeout=10)
+    psutil.wait_procs(procs, timeout=timeout)
 
 
 class Backend:
