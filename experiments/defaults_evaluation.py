@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from experiments.defaults_training import (
+    LearningRateByWidth,
     StepOrPath,
     TargetRun,
     _datasets,
@@ -105,7 +106,7 @@ def isoflop_ladder(
     resources: ResourceConfig | None = None,
     train_tokens: int | None = None,
     max_epochs: int = 8,
-    learning_rate_times_width: float | None = None,
+    learning_rate: LearningRateByWidth | None = None,
     **train_options: Any,
 ) -> IsoflopLadder:
     """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
@@ -115,8 +116,8 @@ def isoflop_ladder(
     there is none). With `train_tokens` (the
     training split's size) every rung is checked against the data when it is defined: one that needs more
     than one pass sets `epochs`, one that needs more than `max_epochs` is an error naming it (`rung_epochs`);
-    the target run is checked the same way when `forecast_target` declares it. `learning_rate_times_width`
-    sets every run's peak learning rate to it over the run's width, the target's included (`rung_optimizer`)."""
+    the target run is checked the same way when `forecast_target` declares it. `learning_rate`
+    sets every run's peak learning rate by its width, the target's included (`LearningRateByWidth`)."""
     if len(set(budgets)) < 2 or len(widths) < 3:
         raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes, got {budgets} and {widths}")
     models = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in widths]
@@ -133,7 +134,7 @@ def isoflop_ladder(
                 tokenized,
                 held_out,
                 model=model,
-                optimizer=rung_optimizer(optimizer, model, learning_rate_times_width),
+                optimizer=rung_optimizer(optimizer, model, learning_rate),
                 train_batch_size=train_batch_size,
                 num_train_steps=steps,
                 seed=seed,
@@ -178,7 +179,7 @@ def isoflop_ladder(
         "options": train_options,
         "train_tokens": train_tokens,
         "max_epochs": max_epochs,
-        "learning_rate_times_width": learning_rate_times_width,
+        "learning_rate": learning_rate,
     }
     return IsoflopLadder(trains, evaluations, rung_budgets, forecast, settings)
 
@@ -212,7 +213,7 @@ def forecast_target(
         f"{name}/target",
         tokenized,
         model=model,
-        optimizer=rung_optimizer(s["optimizer"], model, s["learning_rate_times_width"]),
+        optimizer=rung_optimizer(s["optimizer"], model, s["learning_rate"]),
         train_batch_size=s["train_batch_size"],
         num_train_steps=chosen["steps"],
         seed=s["seed"],

@@ -170,15 +170,34 @@ def rung_epochs(
     return 0 if passes <= 1 else passes
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LearningRateByWidth:
+    """A peak learning rate that falls with the model's width: `rate · (width / at_width)^(−exponent)`.
+
+    Adam's best rate falls about as 1/width (exponent 1) at a fixed training length; a ladder at fixed
+    tokens per parameter also trains its wider rungs for more steps (steps grow as N, about width²), and
+    a longer training's best rate is lower again, so a ladder's rule falls faster than 1/width. One rate
+    for every width trains the wide rungs above their best and the narrow ones below it, and bends the
+    ladder's curve."""
+
+    rate: float
+    """The peak learning rate at `at_width`."""
+    at_width: int
+    """The width (hidden size) at which the peak rate is `rate`."""
+    exponent: float = 1.0
+    """How fast the rate falls with width."""
+
+    def __call__(self, width: int) -> float:
+        return self.rate * (width / self.at_width) ** (-self.exponent)
+
+
 def rung_optimizer(
-    optimizer: OptimizerConfig, model: LlamaModelConfig, learning_rate_times_width: float | None
+    optimizer: OptimizerConfig, model: LlamaModelConfig, learning_rate: LearningRateByWidth | None
 ) -> OptimizerConfig:
-    """`optimizer` with the peak learning rate `learning_rate_times_width / model.hidden_dim` (Adam's best
-    rate falls about as 1/width, so one rate for every width trains the wide rungs above their best and
-    bends the ladder's curve); unchanged when that is None."""
-    if learning_rate_times_width is None:
+    """`optimizer` with the peak learning rate `learning_rate(model.hidden_dim)`; unchanged when that is None."""
+    if learning_rate is None:
         return optimizer
-    return dataclasses.replace(optimizer, learning_rate=learning_rate_times_width / model.hidden_dim)
+    return dataclasses.replace(optimizer, learning_rate=learning_rate(model.hidden_dim))
 
 
 def rung_steps(model: LlamaModelConfig, vocab_size: int, tokens_per_param: float, tokens_per_step: int) -> int:
@@ -258,7 +277,7 @@ def scaling_ladder(
     resources: ResourceConfig | None = None,
     train_tokens: int | None = None,
     max_epochs: int = 8,
-    learning_rate_times_width: float | None = None,
+    learning_rate: LearningRateByWidth | None = None,
     **train_options: Any,
 ) -> Ladder:
     """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
@@ -274,7 +293,7 @@ def scaling_ladder(
     `train_tokens` (the training split's size, `train_tokens_of(tokenized output)`) lets each rung be checked
     against the data here: a rung that needs more passes sets `epochs` (versioned, so in its record and hash),
     and one needing more than `max_epochs` is an error naming it (see `rung_epochs`).
-    `learning_rate_times_width` sets each rung's peak learning rate to it over the rung's width (`rung_optimizer`).
+    `learning_rate` sets each rung's peak learning rate by its width (`LearningRateByWidth`), the target's too.
     """
     if len(sizes) < 3:
         raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
@@ -292,7 +311,7 @@ def scaling_ladder(
             tokenized,
             held_out,
             model=model,
-            optimizer=rung_optimizer(optimizer, model, learning_rate_times_width),
+            optimizer=rung_optimizer(optimizer, model, learning_rate),
             train_batch_size=train_batch_size,
             num_train_steps=steps,
             seed=seed,

@@ -92,6 +92,11 @@ def test_fewer_than_three_rungs_is_an_error_naming_the_field():
         ForecastConfig(evaluations=["a", "b"], output_path="x", target_flops=1e20)
 
 
+def test_an_unknown_interval_method_is_an_error_naming_the_field():
+    with pytest.raises(TypeError, match=r"ForecastConfig\.interval: expected Literal\['bootstrap', 't_draws'\]"):
+        ForecastConfig(evaluations=["a", "b", "c"], output_path="x", target_flops=1e20, interval="gaussian")
+
+
 def test_scaling_ladder_builds_compute_matched_rungs_each_evaluated_and_one_forecast(tmp_path):
     from experiments.defaults_training import scaling_ladder
     from marin.execution import Executor
@@ -117,20 +122,36 @@ def test_scaling_ladder_builds_compute_matched_rungs_each_evaluated_and_one_fore
         scaling_ladder("tiny", "/data/tokenized", sizes=[32, 64], vocab_size=512)
 
 
-def test_a_fit_the_rungs_do_not_constrain_says_so_loudly_and_its_interval_stays_within_the_law(tmp_path, caplog):
-    """Four close rungs on a nearly straight line in log-log (no visible bend): the forecast is marked
-    unconstrained in forecast.json, its interval_note and the log, and the interval's draws are kept to the
-    law's feasible region (no 3.5-342 interval)."""
+FOUR_CLOSE_FLOPS = np.geomspace(3e11, 2.5e12, 4)
+FOUR_CLOSE_LOSSES = 9.0 * (FOUR_CLOSE_FLOPS / 1e11) ** -0.12 + np.array([0.004, -0.006, 0.005, -0.003])
+
+
+def test_four_rungs_are_too_few_to_resample_and_the_forecast_says_so(tmp_path):
+    out = forecast(
+        ForecastConfig(
+            evaluations=write_evaluations(tmp_path, FOUR_CLOSE_FLOPS, FOUR_CLOSE_LOSSES),
+            output_path=str(tmp_path / "fc"),
+            target_flops=2.5e13,
+        )
+    )
+    assert out["prediction"]["interval"] is None and out["constrained"] is False
+    assert "4 rungs leave 1 residual degree(s) of freedom" in out["prediction"]["interval_note"]
+
+
+def test_a_fit_the_rungs_do_not_constrain_says_so_loudly_and_its_t_draws_stay_within_the_law(tmp_path, caplog):
+    """Four close rungs on a nearly straight line in log-log (no visible bend), with the interval drawn
+    from the parameters' covariance: the forecast is marked unconstrained in forecast.json, its
+    interval_note and the log, and the draws are kept to the law's feasible region (no 3.5-342 interval)."""
     import logging
 
-    flops = np.geomspace(3e11, 2.5e12, 4)
-    losses = 9.0 * (flops / 1e11) ** -0.12 + np.array([0.004, -0.006, 0.005, -0.003])
+    flops, losses = FOUR_CLOSE_FLOPS, FOUR_CLOSE_LOSSES
     with caplog.at_level(logging.WARNING, logger="marin.evaluation.forecast"):
         out = forecast(
             ForecastConfig(
                 evaluations=write_evaluations(tmp_path, flops, losses),
                 output_path=str(tmp_path / "fc"),
                 target_flops=2.5e13,
+                interval="t_draws",
             )
         )
     assert out["constrained"] is False

@@ -189,12 +189,12 @@ def test_both_ladders_read_one_tokenize_step_of_their_own_and_train_one_shape_at
 
 
 def test_the_tiny_ladder_trains_each_width_at_its_own_learning_rate_decaying_to_zero():
-    from experiments.tutorial.tiny_ladder import LEARNING_RATE_TIMES_WIDTH, build
+    from experiments.tutorial.tiny_ladder import LEARNING_RATES, build
 
     ladder = build()
     for trained in [*ladder.trains, ladder.target.train]:
         c = trained.config
-        assert c.optimizer.learning_rate == pytest.approx(LEARNING_RATE_TIMES_WIDTH / c.model.hidden_dim), trained.name
+        assert c.optimizer.learning_rate == pytest.approx(LEARNING_RATES(c.model.hidden_dim)), trained.name
         assert (c.optimizer.lr_schedule, c.optimizer.min_lr_ratio) == ("linear", 0.0), trained.name
     rates = [t.config.optimizer.learning_rate for t in ladder.trains]
     assert rates == sorted(rates, reverse=True) and len(set(rates)) == len(rates)
@@ -202,9 +202,15 @@ def test_the_tiny_ladder_trains_each_width_at_its_own_learning_rate_decaying_to_
 
 def test_an_isoflop_target_is_trained_at_the_learning_rate_its_width_gets_in_the_ladder():
     from experiments.defaults_evaluation import forecast_target, isoflop_ladder
+    from experiments.defaults_training import LearningRateByWidth
 
     ladder = isoflop_ladder(
-        "t", "/data/tok", budgets=[1e10, 2e10], widths=[16, 24, 32], vocab_size=512, learning_rate_times_width=0.32
+        "t",
+        "/data/tok",
+        budgets=[1e10, 2e10],
+        widths=[16, 24, 32],
+        vocab_size=512,
+        learning_rate=LearningRateByWidth(rate=0.02, at_width=16),
     )
     assert [t.config.optimizer.learning_rate for t in ladder.trains[:3]] == pytest.approx([0.02, 0.32 / 24, 0.01])
     chosen = {"model": dataclasses.asdict(ladder.trains[2].config.model), "steps": 10}

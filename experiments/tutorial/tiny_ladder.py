@@ -2,7 +2,7 @@
 
 Eight tiny Llamas (widths 28 to 80; two layers, two heads, a 4x MLP) are trained at compute-matched
 budgets (D = tokens_per_param · N tokens each, C = 6·N·D FLOPs) over 35x of compute, each with a peak
-learning rate of 0.4 over its width and a linear decay to zero; each is evaluated on the held-out split,
+learning rate that falls as width^-1.8 (the best measured at each width) and a linear decay to zero; each is evaluated on the held-out split,
 and a forecast step fits loss(C) = a·C^(−b) + c to the eight points and predicts the loss of the target
 run, a width-128 Llama of the same shape trained the same way at 5.6x the largest rung's compute, with a
 95 % prediction interval, in `forecast.json` and `forecast.png`. The plays are read through a 320-token
@@ -27,7 +27,7 @@ import json
 import sys
 
 from experiments.defaults_evaluation import read_forecast
-from experiments.defaults_training import Ladder, TargetRun, check_step, scaling_ladder
+from experiments.defaults_training import Ladder, LearningRateByWidth, TargetRun, check_step, scaling_ladder
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.evaluation.forecast import ForecastConfig, forecast
 from marin.execution import Executor, ExecutorStep, executor_main, output_path_of
@@ -48,8 +48,9 @@ BATCH = 8
 """Sequences of 128 tokens per step."""
 LEARNING_RATE = 1e-2
 """The isoFLOP ladder's peak learning rate (one for every width)."""
-LEARNING_RATE_TIMES_WIDTH = 0.4
-"""Each run's peak learning rate is this over its width (1.4e-2 at d28, 5e-3 at d80, 3.1e-3 at the target)."""
+LEARNING_RATES = LearningRateByWidth(rate=2.6e-3, at_width=128, exponent=1.8)
+"""Each run's peak learning rate by its width: 4.0e-2 at d28, 1.5e-2 at d48, 6.1e-3 at d80, 2.6e-3 at the
+target (measured best at each of d28, d40, d48, d64, d80 and d128, seed 0: docs/evaluation.md)."""
 OPTIMIZER = OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1, lr_schedule="linear", min_lr_ratio=0.0)
 """AdamW, a 10 % warm-up, then a linear decay to zero: the end of training averages out the last steps' noise."""
 REPLICATE_SEED_STRIDE = 1000
@@ -96,7 +97,7 @@ def build(
             seq_len=128,
             train_batch_size=train_batch_size,
             optimizer=OPTIMIZER,
-            learning_rate_times_width=LEARNING_RATE_TIMES_WIDTH,
+            learning_rate=LEARNING_RATES,
             tokenizer=data["tokenizer"],
             train_tokens=train_tokens,
             target=model(target) if target is not None and r == 0 else None,

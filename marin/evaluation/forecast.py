@@ -6,14 +6,17 @@ loss the big run should reach before paying for it. With the rungs' compute spre
 magnitude, the fit is done on C / C_ref (C_ref the geometric mean of the rungs' compute) so that the
 least-squares problem is well conditioned; `a` is reported for raw FLOPs.
 
-The interval is a prediction interval for one run at the target, the quantity the check compares against:
-the law's parameters are drawn (with `seed`) from a multivariate Student t with the fit's covariance and
-n − 3 degrees of freedom (the covariance is scaled by the residual variance, itself an estimate from
-n − 3 residuals, so a Gaussian would be too narrow for a handful of rungs), the draws are kept only where
-the law is one (A, b > 0 and 0 <= c <= the lowest rung's loss: an unbounded draw over a bounded fit gives
-intervals out to hundreds of nats), and to each prediction is added the target run's own seed noise,
-the rungs' residual standard deviation times a t draw. With exactly three rungs the law goes through
-every point and no interval can be given (it is null, with the reason).
+The interval is a prediction interval for one run at the target, the quantity the check compares against,
+made by a residual bootstrap: the rungs' residuals (scaled by sqrt(n / (n − 3)) for the three fitted
+parameters) are resampled onto the fitted law, the law is refitted to each resample (with the same bounds
+as the fit: a, b > 0, 0 <= c <= the lowest rung's loss), and each refit's prediction at the target gets the
+target run's own seed noise, the rungs' residual standard deviation times a Student t(n − 3) draw. Refits
+keep every draw a law that fits data like the rungs'; the alternative kept as `interval="t_draws"`
+draws the parameters from a multivariate t with the fit's linearised covariance, and since a·C^(−b) + c
+is far from linear in b and c, its draws reach laws no refit gives: on simulated ladders like the
+tutorial's it was three times as wide and covered less (benchmarks/forecast_interval_sim.py). With
+exactly three rungs the law goes through every point and no interval can be given (it is null, with the
+reason).
 
 A fit the rungs do not constrain is said, never hidden: `constrained` is false and `notes` say why when the
 irreducible term c sits on a bound (0, or the lowest rung's loss: the rungs cannot tell the curvature),
@@ -31,6 +34,7 @@ import logging
 import math
 import posixpath
 from dataclasses import dataclass
+from typing import Literal
 
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import open_url, url_to_fs
@@ -57,10 +61,13 @@ class ForecastConfig(StepConfig):
     """loss (nats per token) or bpb (bits per byte)."""
     confidence: float = versioned_unless_default(0.95)
     """Coverage of the prediction interval."""
-    samples: int = versioned_unless_default(4000)
-    """Parameter draws used to form the interval."""
+    interval: Literal["bootstrap", "t_draws"] = "bootstrap"
+    """How the prediction interval is made: refits to resampled residuals, or draws of the parameters from
+    their linearised covariance (both with the target run's own noise added)."""
+    samples: int = versioned_unless_default(1000)
+    """Bootstrap refits (or parameter draws) used to form the interval."""
     seed: int = versioned_unless_default(0)
-    """Seed of those draws."""
+    """Seed of the resampling."""
     max_interval_fraction: float = versioned_unless_default(0.1)
     """An interval wider than this fraction of the forecast marks the fit unconstrained (a note, not an error)."""
 
@@ -108,8 +115,11 @@ class Fit:
         return law(np.asarray(flops, dtype=float), self.a, self.b, self.c)
 
 
-def fit_law(flops, losses) -> Fit:
-    """Least-squares fit of loss = a·C^(−b) + c, with a, b > 0 and 0 <= c <= min(loss)."""
+def fit_law(flops, losses, start: Fit | None = None) -> Fit:
+    """Least-squares fit of loss = a·C^(−b) + c, with a, b > 0 and 0 <= c <= min(loss).
+
+    The fit is tried from a grid of starting points, or only from `start` (a fit of similar data: a
+    bootstrap's refits start from the fit they resample) with the grid as the fallback."""
     import numpy as np
     from scipy.optimize import curve_fit
 
@@ -126,24 +136,31 @@ def fit_law(flops, losses) -> Fit:
         return big_a * x ** (-b) + c
 
     low = float(losses.min())
+    starts = [
+        (max(float(np.mean(losses)) - c0, 1e-6), b0, c0)
+        for c0 in (0.0, 0.5 * low, 0.9 * low)
+        for b0 in (0.05, 0.2, 0.5, 1.0)
+    ]
+    if start is not None:
+        starts.insert(0, (start.a * ref ** (-start.b), start.b, min(start.c, low)))
     best = None
-    for c0 in (0.0, 0.5 * low, 0.9 * low):
-        for b0 in (0.05, 0.2, 0.5, 1.0):
-            a0 = max(float(np.mean(losses)) - c0, 1e-6)
-            try:
-                popt, pcov = curve_fit(
-                    scaled,
-                    x,
-                    losses,
-                    p0=(a0, b0, c0),
-                    bounds=([1e-12, 1e-6, 0.0], [np.inf, 10.0, low]),
-                    maxfev=20000,
-                )
-            except RuntimeError:
-                continue
-            sse = float(np.sum((scaled(x, *popt) - losses) ** 2))
-            if best is None or sse < best[0]:
-                best = (sse, popt, pcov)
+    for i, (a0, b0, c0) in enumerate(starts):
+        if start is not None and i > 0 and best is not None:
+            break
+        try:
+            popt, pcov = curve_fit(
+                scaled,
+                x,
+                losses,
+                p0=(max(a0, 1e-9), max(b0, 1e-5), c0),
+                bounds=([1e-12, 1e-6, 0.0], [np.inf, 10.0, low]),
+                maxfev=20000,
+            )
+        except RuntimeError:
+            continue
+        sse = float(np.sum((scaled(x, *popt) - losses) ** 2))
+        if best is None or sse < best[0]:
+            best = (sse, popt, pcov)
     if best is None:
         raise RuntimeError("the scaling-law fit did not converge from any starting point")
     sse, (big_a, b, c), pcov = best
@@ -154,7 +171,8 @@ def fit_law(flops, losses) -> Fit:
 
 
 def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int, seed: int):
-    """(low, high) of the predicted loss at `flops` under the fit's parameter covariance, or None."""
+    """(low, high) of the predicted loss at `flops` from Student-t draws of the parameters with the fit's
+    linearised covariance (kept where the law is one) plus the target's own noise, or None."""
     import numpy as np
 
     if fit.covariance is None:
@@ -172,6 +190,42 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
     draws = draws[feasible]
     x = flops / fit.reference_flops
     preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2] + fit.residual_sd * rng.standard_t(fit.dof, len(draws))
+    tail = (1 - confidence) / 2
+    return float(np.quantile(preds, tail)), float(np.quantile(preds, 1 - tail))
+
+
+MIN_BOOTSTRAP_DOF = 2
+"""Residual degrees of freedom (n − 3) the bootstrap needs: on simulated ladders, four rungs' one residual
+degree of freedom gave intervals covering 82 % for a nominal 95 %, five rungs' two 93 %."""
+
+
+def bootstrap_interval(fit: Fit, flops, losses, target: float, confidence: float, samples: int, seed: int):
+    """(low, high) of the predicted loss at `target` by a residual bootstrap, or None.
+
+    The rungs' residuals (scaled by sqrt(n / (n − 3)) for the three fitted parameters) are resampled onto
+    the fitted law, the law is refitted to each resample, and each refit's prediction gets the target
+    run's own noise (the residual standard deviation times a t(n − 3) draw). Refitting keeps every draw a
+    law that fits data like the rungs', where drawing the parameters from their linearised covariance
+    does not: a·C^(−b) + c is far from linear in b and c, and such draws reach laws no refit would give."""
+    import numpy as np
+
+    if fit.dof < MIN_BOOTSTRAP_DOF:
+        return None
+    flops = np.asarray(flops, dtype=float)
+    losses = np.asarray(losses, dtype=float)
+    rng = np.random.default_rng(seed)
+    fitted = fit.predict(flops)
+    residuals = (losses - fitted) * math.sqrt(len(losses) / fit.dof)
+    preds = []
+    for _ in range(samples):
+        resampled = fitted + rng.choice(residuals, len(losses), replace=True)
+        try:
+            refit = fit_law(flops, resampled, start=fit)
+        except RuntimeError:
+            continue
+        preds.append(float(refit.predict(target)) + fit.residual_sd * float(rng.standard_t(fit.dof)))
+    if len(preds) < max(20, samples // 2):
+        return None
     tail = (1 - confidence) / 2
     return float(np.quantile(preds, tail)), float(np.quantile(preds, 1 - tail))
 
@@ -213,7 +267,18 @@ def forecast(config: ForecastConfig) -> dict:
         r["fitted"] = float(fit.predict(r["flops"]))
         r["residual"] = r[config.metric] - r["fitted"]
     predicted = float(fit.predict(config.target_flops))
-    interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
+    if config.interval == "bootstrap":
+        interval = bootstrap_interval(
+            fit,
+            [r["flops"] for r in rungs],
+            [r[config.metric] for r in rungs],
+            config.target_flops,
+            config.confidence,
+            config.samples,
+            config.seed,
+        )
+    else:
+        interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
     notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction)
     out = {
         "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
@@ -276,7 +341,10 @@ def unconstrained_notes(fit: Fit, predicted: float, interval, rungs: int, max_fr
         notes.append(
             "UNCONSTRAINED: 3 rungs fit a, b, c exactly: add rungs for an interval"
             if rungs == 3
-            else "UNCONSTRAINED: the fit's covariance gives no interval (too few feasible parameter draws)"
+            else f"UNCONSTRAINED: {rungs} rungs leave {rungs - 3} residual degree(s) of freedom, too few to "
+            f"resample: {MIN_BOOTSTRAP_DOF + 3} rungs or more give an interval"
+            if rungs - 3 < MIN_BOOTSTRAP_DOF
+            else "UNCONSTRAINED: no interval (too few bootstrap refits converged, or too few feasible parameter draws)"
         )
     elif interval[1] - interval[0] > max_fraction * abs(predicted):
         notes.append(
