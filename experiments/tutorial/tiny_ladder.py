@@ -2,16 +2,17 @@
 
 Eight tiny Llamas (widths 28 to 80; two layers, two heads, a 4x MLP) are trained at compute-matched
 budgets (D = tokens_per_param · N tokens each, C = 6·N·D FLOPs) over 35x of compute, each with a peak
-learning rate that falls as width^-1.8 (the best measured at each width) and a linear decay to zero; each is evaluated on the held-out split,
-and a forecast step fits loss(C) = a·C^(−b) + c to the eight points and predicts the loss of the target
-run, a width-128 Llama of the same shape trained the same way at 5.6x the largest rung's compute, with a
-95 % prediction interval (a residual bootstrap), in `forecast.json` and `forecast.png`. The plays are read through a 320-token
-byte-level BPE of their own (the tutorial's download, filter and dedup steps are shared; its 1024-token
-tokenizer is not used here): small vocabularies keep the models' parameters out of the embeddings and
-give the plays 3.05 M tokens. tokens_per_param is 5, so that the target reads the training split once
-and the ladder and its target take about 10 minutes on two cores; docs/evaluation.md says how the ladder
-was chosen, what it measured, and how often its forecast held over five seeds (within 2 % in three, its
-interval under 10 % in one: a forecast whose interval is wider calls itself unconstrained).
+learning rate that falls as width^-1.8 (the best measured at each width) and a linear decay to zero;
+each is evaluated on the held-out split, and a forecast step fits loss(C) = a·C^(−b) + c to the eight
+points and predicts the loss of the target run, a width-128 Llama of the same shape trained the same
+way at 5.6x the largest rung's compute, with a 95 % prediction interval (a residual bootstrap), in
+`forecast.json` and `forecast.png`. The plays are read through a 320-token byte-level BPE of their own
+(the tutorial's download, filter and dedup steps are shared; its 1024-token tokenizer is not used here):
+small vocabularies keep the models' parameters out of the embeddings and give the plays 3.05 M tokens.
+tokens_per_param is 5, so that the target reads the training split once and the ladder and its target
+take about 10 minutes on two cores; docs/evaluation.md says how the ladder was chosen, what it
+measured, and how often its forecast held over five seeds (within 2 % in three, its interval under 10 %
+in one: a forecast whose interval is wider calls itself unconstrained).
 
 Run it twice. The first run trains the ladder and writes the forecast. The second trains and evaluates
 the target and records forecast against measured loss in the check step's `check.json` (a forecast
