@@ -37,7 +37,7 @@ def gaussian_interval(fit: Fit, flops: float, samples: int = 4000) -> tuple[floa
     return float(np.quantile(preds, 0.025)), float(np.quantile(preds, 0.975))
 
 
-KINDS = ("bootstrap", "prediction", "gaussian")
+KINDS = ("bootstrap", "t_draws", "gaussian")
 
 
 def trial_scores(
@@ -55,7 +55,7 @@ def trial_scores(
         predicted = float(fit.predict(target))
         for kind, interval in (
             ("bootstrap", bootstrap_interval(fit, flops, losses, target, 0.95, 400, 0)),
-            ("prediction", prediction_interval(fit, target, 0.95, 4000, 0)),
+            ("t_draws", prediction_interval(fit, target, 0.95, 4000, 0)),
             ("gaussian", gaussian_interval(fit, target)),
         ):
             if interval is not None:
