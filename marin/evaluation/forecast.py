@@ -279,7 +279,7 @@ def forecast(config: ForecastConfig) -> dict:
         )
     else:
         interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
-    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction)
+    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction, config.interval)
     out = {
         "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
         "metric": config.metric,
@@ -328,7 +328,9 @@ def target_cost(flops: float) -> dict:
     }
 
 
-def unconstrained_notes(fit: Fit, predicted: float, interval, rungs: int, max_fraction: float) -> list[str]:
+def unconstrained_notes(
+    fit: Fit, predicted: float, interval, rungs: int, max_fraction: float, method: str = "bootstrap"
+) -> list[str]:
     """Why the rungs do not constrain the forecast (empty when they do)."""
     notes = []
     bound = fit.c_on_bound()
@@ -343,8 +345,10 @@ def unconstrained_notes(fit: Fit, predicted: float, interval, rungs: int, max_fr
             if rungs == 3
             else f"UNCONSTRAINED: {rungs} rungs leave {rungs - 3} residual degree(s) of freedom, too few to "
             f"resample: {MIN_BOOTSTRAP_DOF + 3} rungs or more give an interval"
-            if rungs - 3 < MIN_BOOTSTRAP_DOF
-            else "UNCONSTRAINED: no interval (too few bootstrap refits converged, or too few feasible parameter draws)"
+            if method == "bootstrap" and rungs - 3 < MIN_BOOTSTRAP_DOF
+            else "UNCONSTRAINED: no interval (too few bootstrap refits converged)"
+            if method == "bootstrap"
+            else "UNCONSTRAINED: the fit's covariance gives no interval (too few feasible parameter draws)"
         )
     elif interval[1] - interval[0] > max_fraction * abs(predicted):
         notes.append(
