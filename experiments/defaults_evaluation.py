@@ -91,7 +91,7 @@ def isoflop_ladder(
     tokenized: StepOrPath | dict[str, StepOrPath],
     *,
     budgets: list[float],
-    widths: list[int | LlamaModelConfig],
+    widths: list[int | LlamaModelConfig] | dict[float, list[int | LlamaModelConfig]],
     vocab_size: int,
     target_flops: float | None = None,
     seq_len: int = 128,
@@ -117,15 +117,29 @@ def isoflop_ladder(
     training split's size) every rung is checked against the data when it is defined: one that needs more
     than one pass sets `epochs`, one that needs more than `max_epochs` is an error naming it (`rung_epochs`);
     the target run is checked the same way when `forecast_target` declares it. `learning_rate`
-    sets every run's peak learning rate by its width, the target's included (`LearningRateByWidth`)."""
-    if len(set(budgets)) < 2 or len(widths) < 3:
-        raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes, got {budgets} and {widths}")
-    models = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in widths]
+    sets every run's peak learning rate by its width, the target's included (`LearningRateByWidth`).
+
+    `widths` is one list for every budget, or a mapping from each budget to its own sizes: a window that
+    slides with the budget keeps every budget's optimum inside the sizes tried without training the
+    smallest models at the largest budgets (their longest runs)."""
+    per_budget = widths if isinstance(widths, dict) else {budget: widths for budget in budgets}
+    if set(map(float, per_budget)) != set(map(float, budgets)):
+        raise ValueError(
+            f"isoflop_ladder {name!r}: widths names budgets [{', '.join(f'{b:.3g}' for b in sorted(per_budget))}] "
+            f"but budgets are [{', '.join(f'{b:.3g}' for b in sorted(budgets))}]"
+        )
+    if len(set(budgets)) < 2 or any(len(set(ws)) < 3 for ws in per_budget.values()):
+        raise ValueError(f"isoflop_ladder {name!r}: needs 2+ budgets and 3+ sizes at each, got {budgets} and {widths}")
+    models_at = {
+        float(budget): [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in ws]
+        for budget, ws in per_budget.items()
+    }
+    models = list({m.hidden_dim: m for ms in models_at.values() for m in ms}.values())
     tokens_per_step = train_batch_size * seq_len
     held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
     trains, evaluations, rung_budgets = [], [], []
     for budget in sorted(budgets):
-        for model in models:
+        for model in models_at[float(budget)]:
             rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
             steps = rung_steps_for_budget(model, vocab_size, budget, tokens_per_step)
             epochs = rung_epochs(rung, steps, train_batch_size, seq_len, train_tokens, max_epochs)
@@ -149,7 +163,10 @@ def isoflop_ladder(
     target = float(target_flops if target_flops is not None else 10 * max(budgets))
     largest = max(m.hidden_dim for m in models)
     if target_widths is None:
-        candidates = [*models, *(ladder_model(w, seq_len) for w in (2 * largest, 3 * largest, 4 * largest))]
+        candidates = [
+            *sorted(models, key=lambda m: m.hidden_dim),
+            *(ladder_model(w, seq_len) for w in (2 * largest, 3 * largest, 4 * largest)),
+        ]
     else:
         candidates = [w if isinstance(w, LlamaModelConfig) else ladder_model(w, seq_len) for w in target_widths]
     forecast = ExecutorStep(
@@ -166,7 +183,7 @@ def isoflop_ladder(
             seed=seed,
             confidence=confidence,
         ),
-        description=f"isoFLOP forecast {name}: {len(budgets)} budgets x {len(models)} sizes, target {target:.3g}",
+        description=f"isoFLOP forecast {name}: {len(budgets)} budgets, {len(evaluations)} rungs, target {target:.3g}",
     )
     settings = {
         "seq_len": seq_len,

@@ -96,6 +96,23 @@ def test_three_sizes_per_budget_fit_exactly_and_the_forecast_says_there_is_no_in
     assert intervals is None and "3 sizes each" in note
 
 
+def test_the_loss_interval_is_for_one_run_at_the_target_and_a_confidence_interval_is_narrower():
+    points = ladder_points([1e18, 1e19, 1e20, 1e21], [0.3, 0.6, 1.6, 3.2], noise=0.01, seed=2)
+    fit = fit_isoflop(points)
+    target = 1e22
+    truth = chinchilla(*optimum(target))
+    runs = np.random.default_rng(5).normal(truth, 0.01, size=200)
+    predicted, _ = bootstrap(points, fit, target, samples=300, seed=0, confidence=0.95)
+    fitted, _ = bootstrap(points, fit, target, samples=300, seed=0, confidence=0.95, interval="confidence")
+    (low, high), (fit_low, fit_high) = predicted["loss"], fitted["loss"]
+    assert low < fit_low and fit_high < high
+    covered = int(((runs > low) & (runs < high)).sum())
+    assert covered >= 190, (low, high, covered)
+    assert high - low > 2 * 1.96 * 0.01
+    with pytest.raises(TypeError, match="isoflop.interval"):
+        bootstrap(points, fit, target, samples=10, seed=0, confidence=0.95, interval="t_draws")
+
+
 def write_results(root: Path, points: list[dict]) -> list[str]:
     paths = []
     for i, p in enumerate(points):

@@ -70,19 +70,36 @@ def test_a_tiny_ladder_with_replicates_fits_every_seed_of_every_rung_and_checks_
 
 
 def test_the_isoflop_ladder_as_shipped_plans_four_sizes_per_budget_at_one_pass_and_a_target_five_times_the_largest():
-    from experiments.tutorial.isoflop_ladder import TRAIN_TOKENS, build
+    from experiments.tutorial.isoflop_ladder import LEARNING_RATES, TRAIN_TOKENS, WIDTHS, build
 
     _, ladder = build()
     sequences = TRAIN_TOKENS // 128
-    per_budget: dict[float, int] = {}
+    per_budget: dict[float, list[int]] = {}
     for trained, budget in zip(ladder.trains, ladder.budgets, strict=True):
         c = trained.config
         assert c.epochs == 0 and c.num_train_steps * c.train_batch_size <= sequences, trained.name
-        per_budget[budget] = per_budget.get(budget, 0) + 1
-    assert len(per_budget) == 3 and set(per_budget.values()) == {4}
+        assert c.optimizer.learning_rate == pytest.approx(LEARNING_RATES(c.model.hidden_dim)), trained.name
+        assert (c.optimizer.lr_schedule, c.optimizer.min_lr_ratio) == ("linear", 0.0), trained.name
+        per_budget.setdefault(budget, []).append(c.model.hidden_dim)
+    assert per_budget == {b: list(w) for b, w in WIDTHS.items()} and len(per_budget) == 4
+    assert all(len(set(w)) == 4 for w in per_budget.values())
     forecast = ladder.forecast.config
     assert forecast.target_flops >= 5 * max(ladder.budgets) and forecast.confidence == 0.95
-    assert len(Executor("/nonexistent-prefix", backend="local").plan([ladder.forecast])) == 6 + 24 + 1
+    assert forecast.interval == "prediction"
+    assert len(Executor("/nonexistent-prefix", backend="local").plan([ladder.forecast])) == 6 + 32 + 1
+
+
+def test_an_isoflop_ladder_refuses_widths_for_budgets_it_does_not_train():
+    from experiments.defaults_evaluation import isoflop_ladder
+
+    with pytest.raises(ValueError, match=r"widths names budgets \[1e\+10, 3e\+10\] but budgets are"):
+        isoflop_ladder(
+            "t", "/data/tok", budgets=[1e10, 2e10], widths={1e10: [8, 12, 16], 3e10: [8, 12, 16]}, vocab_size=512
+        )
+    with pytest.raises(ValueError, match="3\\+ sizes at each"):
+        isoflop_ladder(
+            "t", "/data/tok", budgets=[1e10, 2e10], widths={1e10: [8, 12, 16], 2e10: [8, 12]}, vocab_size=512
+        )
 
 
 def test_the_tiny_ladder_script_runs_the_ladder_first_and_the_target_with_its_check_once_the_forecast_exists(tmp_path):

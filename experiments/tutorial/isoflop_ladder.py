@@ -1,13 +1,15 @@
 """An isoFLOP ladder on the tutorial's data: which model size a budget should buy, checked by training it.
 
-Four tiny Llamas (widths 16, 24, 32, 48; two layers, two heads, the loss-law ladder's shape and
-tokenizer) are trained at each of three compute budgets (D = C / 6N tokens),
-each is evaluated on the held-out split, and the forecast step fits each budget's loss against ln N
-with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as power laws and
-predicts the configuration and loss for a target budget five times the largest, with a 95 % bootstrap
-interval (four sizes per budget leave the parabolas residuals to resample; `forecast.json`,
+Tiny Llamas of the loss-law ladder's shape and tokenizer (two layers, two heads, a 4x MLP) are trained at
+four compute budgets, 3e10 to 2.5e11 FLOPs (D = C / 6N tokens), four sizes at each in a window that moves
+up with the budget (7k-77k parameters), each at a peak learning rate of 0.5 over its width with a linear
+decay to zero. Each is evaluated on the held-out split, and the forecast step fits each budget's loss
+against ln N with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as
+power laws and loss_opt(C) = a·C^(−b) + c, and predicts the configuration and loss for a target budget
+five times the largest, with a 95 % bootstrap prediction interval for that one run (`forecast.json`,
 `forecast.png`). Every rung reads the training split at most once. The data steps are tiny_ladder.py's
-(same hashes: after it they do not run again); docs/evaluation.md says how the ladder was chosen.
+(same hashes: after it they do not run again); docs/evaluation.md says how the ladder was chosen and
+what it measured.
 
 Run it twice. The first run trains the ladder and writes the forecast. The second finds the forecast,
 declares the run it configured (the chosen model, trained for the chosen steps), trains and evaluates
@@ -24,16 +26,24 @@ import json
 import sys
 
 from experiments.defaults_evaluation import default_harness, forecast_target, isoflop_ladder, read_forecast
-from experiments.defaults_training import train_tokens_of
-from experiments.tutorial.tiny_ladder import BATCH, LEARNING_RATE, TRAIN_TOKENS, VOCAB_SIZE, model
+from experiments.defaults_training import LearningRateByWidth, train_tokens_of
+from experiments.tutorial.tiny_ladder import BATCH, OPTIMIZER, TRAIN_TOKENS, VOCAB_SIZE, model
 from experiments.tutorial.tiny_lm import build as build_tutorial
 from marin.execution import Executor, executor_main
 from marin.execution.main import parse_main_args, resolve_prefix
 from marin.storage import join, read_text
-from marin.training.config import OptimizerConfig
 
-BUDGETS = (1e11, 1.8e11, 3.3e11)
-WIDTHS = (16, 24, 32, 48)
+BUDGETS = (3e10, 6e10, 1.2e11, 2.5e11)
+WIDTHS = {
+    3e10: (8, 12, 16, 20),
+    6e10: (8, 12, 16, 24),
+    1.2e11: (12, 16, 24, 32),
+    2.5e11: (16, 24, 32, 40),
+}
+"""Each budget's four sizes (7k-77k parameters), a window that moves up with the budget around its optimum."""
+LEARNING_RATES = LearningRateByWidth(rate=0.0125, at_width=40, exponent=1.0)
+"""Each run's peak rate, 0.5 over its width: 6.3e-2 at d8, 2.1e-2 at d24, 1.25e-2 at d40 (measured near the
+best at d8, d12, d24 and d40 at these budgets' lengths: docs/evaluation.md)."""
 TARGET_FLOPS = 5 * BUDGETS[-1]
 TARGET_WIDTHS = (16, 24, 32, 40, 48, 56, 64, 80, 96)
 """The shapes the forecast chooses the target's model from (the one nearest N_opt)."""
@@ -55,11 +65,12 @@ def build(
         "tiny-shakespeare-isoflop",
         data["tokenized"],
         budgets=list(budgets),
-        widths=[model(w) for w in widths],
+        widths={budget: [model(w) for w in widths[budget]] for budget in budgets},
         vocab_size=VOCAB_SIZE,
         seq_len=128,
         train_batch_size=BATCH,
-        optimizer=OptimizerConfig(learning_rate=LEARNING_RATE, warmup=0.1),
+        optimizer=OPTIMIZER,
+        learning_rate=LEARNING_RATES,
         tokenizer=data["tokenizer"],
         train_tokens=train_tokens,
         target_flops=target_flops,

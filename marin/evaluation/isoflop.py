@@ -8,9 +8,10 @@ N_opt = k_N·C^a and D_opt = k_D·C^b (a + b = 1), and loss_opt(C) follows the f
 a·C^(−b) + c (with two budgets only, a pure power law). Extrapolated to a target budget they give the
 configuration to train and the loss it should reach: Marin's `predict_optimal_config`.
 
-Uncertainty is a residual bootstrap: each budget's parabola residuals are pooled, resampled onto the
-fitted curves, and the whole analysis is refitted `samples` times; the interval is the spread of the
-refitted predictions. The analysis says when the rungs do not constrain the forecast: a budget whose
+Uncertainty is a residual bootstrap: the budgets' parabola residuals are pooled (scaled for the
+parameters the parabolas fitted), resampled onto the fitted curves, and the whole analysis is refitted
+`samples` times; the interval is the spread of the refitted predictions, each loss with one draw of a
+single run's noise added (a prediction interval for the target run, which is what a check compares). The analysis says when the rungs do not constrain the forecast: a budget whose
 losses do not curve upwards, or whose vertex lies outside the sizes tried, is set aside (named in
 `notes`); with fewer than two usable budgets there is no prediction; when every parabola goes through its
 points exactly (three sizes per budget) there are no residuals and no interval.
@@ -145,22 +146,44 @@ def fit_isoflop(points: list[dict]) -> IsoflopFit:
     return IsoflopFit(budgets, params_law, tokens_law, loss_law, notes)
 
 
-def bootstrap(points: list[dict], fit: IsoflopFit, flops: float, samples: int, seed: int, confidence: float):
-    """({"params": (lo, hi), "tokens": ..., "loss": ...}, note): intervals from refits on resampled residuals."""
-    residuals = np.concatenate([np.asarray(b.losses) - b.curve(b.params) for b in fit.budgets if b.usable])
-    scale = float(np.abs(np.asarray([b.loss_opt for b in fit.usable])).mean())
-    if residuals.size == 0 or np.abs(residuals).max() <= 1e-9 * max(scale, 1.0):
+def bootstrap(
+    points: list[dict],
+    fit: IsoflopFit,
+    flops: float,
+    samples: int,
+    seed: int,
+    confidence: float,
+    interval: str = "prediction",
+):
+    """({"params": (lo, hi), "tokens": ..., "loss": ...}, note): intervals from refits on resampled residuals.
+
+    The usable budgets' parabola residuals (n of them, 3 parameters fitted per budget, so n − 3k degrees of
+    freedom) are scaled by sqrt(n / (n − 3k)), which makes their spread that of the rungs' noise, and
+    resampled onto every budget's fitted curve; each resample is refitted from the parabolas on. With
+    `interval="prediction"` each refit's loss also gets one draw of a single run's own noise (the residual
+    sd times Student's t with n − 3k degrees of freedom), so the loss interval is one for the target run
+    that the check measures; with "confidence" it is the interval of the fitted loss_opt(C) alone."""
+    if interval not in ("prediction", "confidence"):
+        raise TypeError(f"isoflop.interval must be 'prediction' or 'confidence', got {interval!r}")
+    usable = fit.usable
+    residuals = np.concatenate([np.asarray(b.losses) - b.curve(b.params) for b in usable])
+    dof = residuals.size - 3 * len(usable)
+    scale = float(np.abs(np.asarray([b.loss_opt for b in usable])).mean())
+    if dof <= 0 or np.abs(residuals).max() <= 1e-9 * max(scale, 1.0):
         return None, "every budget's parabola goes through its points exactly (3 sizes each): add sizes for an interval"
+    inflated = residuals * math.sqrt(residuals.size / dof)
+    noise_sd = float(math.sqrt((residuals**2).sum() / dof))
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {"params": [], "tokens": [], "loss": []}
     failed = 0
     for _ in range(samples):
         resampled = []
         for b in fit.budgets:
-            noisy = b.curve(b.params) + rng.choice(residuals, size=len(b.params), replace=True)
+            noisy = b.curve(b.params) + rng.choice(inflated, size=len(b.params), replace=True)
             resampled += [
                 {"budget": b.flops, "params": n, "loss": float(v)} for n, v in zip(b.params, noisy, strict=True)
             ]
+        own_noise = noise_sd * float(rng.standard_t(dof)) if interval == "prediction" else 0.0
         try:
             refit = fit_isoflop(resampled)
         except (RuntimeError, ValueError):
@@ -170,6 +193,7 @@ def bootstrap(points: list[dict], fit: IsoflopFit, flops: float, samples: int, s
         if predicted is None or not all(math.isfinite(v) for v in predicted.values()):
             failed += 1
             continue
+        predicted["loss"] += own_noise
         for key, value in predicted.items():
             draws[key].append(value)
     note = None

@@ -19,6 +19,7 @@ import logging
 import math
 import posixpath
 from dataclasses import dataclass, field
+from typing import Literal
 
 from marin.evaluation.isoflop import IsoflopFit, bootstrap, fit_isoflop
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
@@ -54,6 +55,9 @@ class IsoflopForecastConfig(StepConfig):
     """Bootstrap refits."""
     seed: int = versioned_unless_default(0)
     """Seed of the bootstrap."""
+    interval: Literal["prediction", "confidence"] = "prediction"
+    """The loss interval: "prediction" for one run at the target (the fit's uncertainty and a run's own
+    noise: what the check compares), "confidence" for the fitted loss_opt(C) alone."""
 
     def validate(self) -> None:
         if len(self.evaluations) != len(self.budgets):
@@ -140,7 +144,7 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
     intervals, interval_note = (None, None)
     if predicted is not None:
         intervals, interval_note = bootstrap(
-            points, fit, config.target_flops, config.samples, config.seed, config.confidence
+            points, fit, config.target_flops, config.samples, config.seed, config.confidence, config.interval
         )
     notes = list(fit.notes) + ([interval_note] if interval_note else [])
     largest = max(config.budgets)
@@ -161,6 +165,7 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
             **predicted,
             "interval": {k: list(v) for k, v in intervals.items()} if intervals else None,
             "confidence": config.confidence,
+            "interval_kind": config.interval,
         }
         if config.candidates:
             prediction["config"] = choose_config(
