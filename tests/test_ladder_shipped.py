@@ -69,8 +69,9 @@ def test_a_tiny_ladder_with_replicates_fits_every_seed_of_every_rung_and_checks_
         build(replicates=0)
 
 
-def test_the_isoflop_ladder_as_shipped_plans_four_sizes_per_budget_at_one_pass_and_a_target_five_times_the_largest():
-    from experiments.tutorial.isoflop_ladder import LEARNING_RATES, TRAIN_TOKENS, WIDTHS, build
+def test_the_isoflop_ladder_as_shipped_plans_five_sizes_per_budget_at_one_pass_and_a_target_five_times_the_largest():
+    from experiments.defaults_evaluation import rung_steps_for_budget
+    from experiments.tutorial.isoflop_ladder import LEARNING_RATES, TRAIN_TOKENS, WIDTHS, build, model
 
     _, ladder = build()
     sequences = TRAIN_TOKENS // 128
@@ -81,12 +82,21 @@ def test_the_isoflop_ladder_as_shipped_plans_four_sizes_per_budget_at_one_pass_a
         assert c.optimizer.learning_rate == pytest.approx(LEARNING_RATES(c.model.hidden_dim)), trained.name
         assert (c.optimizer.lr_schedule, c.optimizer.min_lr_ratio) == ("linear", 0.0), trained.name
         per_budget.setdefault(budget, []).append(c.model.hidden_dim)
-    assert per_budget == {b: list(w) for b, w in WIDTHS.items()} and len(per_budget) == 4
-    assert all(len(set(w)) == 4 for w in per_budget.values())
+    assert per_budget == {b: list(w) for b, w in WIDTHS.items()} and len(per_budget) == 2
+    assert all(len(set(w)) == 5 for w in per_budget.values())
     forecast = ladder.forecast.config
     assert forecast.target_flops >= 5 * max(ladder.budgets) and forecast.confidence == 0.95
     assert forecast.interval == "prediction"
-    assert len(Executor("/nonexistent-prefix", backend="local").plan([ladder.forecast])) == 6 + 32 + 1
+    one_pass = [
+        m.hidden_dim
+        for m in forecast.candidates
+        if rung_steps_for_budget(m, 320, forecast.target_flops, 1024) * 8 <= sequences
+    ]
+    assert (
+        one_pass == [m.hidden_dim for m in forecast.candidates]
+        and rung_steps_for_budget(model(32), 320, forecast.target_flops, 1024) * 8 > sequences
+    )
+    assert len(Executor("/nonexistent-prefix", backend="local").plan([ladder.forecast])) == 6 + 20 + 1
 
 
 def test_an_isoflop_ladder_refuses_widths_for_budgets_it_does_not_train():
