@@ -288,6 +288,6 @@ def test_a_checkpoint_older_than_the_targets_record_dates_its_start(tmp_path):
 def test_a_loss_interval_wider_than_a_tenth_of_the_forecast_is_noted_and_a_narrower_one_is_not():
     from marin.evaluation.isoflop_forecast import loss_interval_note
 
-    note = loss_interval_note(2.3388, (2.2674, 2.5679))  # the tutorial's isoFLOP forecast, seed 0
+    note = loss_interval_note(2.3388, (2.2674, 2.5679))
     assert note is not None and "13% of the forecast 2.34" in note and "wider than 10%" in note
     assert loss_interval_note(2.3388, (2.30, 2.50)) is None
