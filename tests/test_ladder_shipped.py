@@ -177,6 +177,7 @@ def assert_the_forecast_held_or_said_it_could_not(check: dict | None, forecast: 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_the_tiny_ladder_as_shipped_checks_its_target_on_the_second_run(tmp_path):
     prefix = tmp_path / "lab"
     run_twice("tiny_ladder.py", prefix)
@@ -188,6 +189,7 @@ def test_the_tiny_ladder_as_shipped_checks_its_target_on_the_second_run(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_the_isoflop_ladder_as_shipped_checks_its_target_when_its_forecast_chose_one(tmp_path):
     prefix = tmp_path / "lab"
     run_twice("isoflop_ladder.py", prefix)
