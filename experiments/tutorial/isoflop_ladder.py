@@ -1,15 +1,15 @@
 """An isoFLOP ladder on the tutorial's data: which model size a budget should buy, checked by training it.
 
 Tiny Llamas of the loss-law ladder's shape and tokenizer (two layers, two heads, a 4x MLP) are trained at
-four compute budgets, 3e10 to 2.5e11 FLOPs (D = C / 6N tokens), four sizes at each in a window that moves
-up with the budget (7k-77k parameters), each at a peak learning rate of 0.5 over its width with a linear
-decay to zero. Each is evaluated on the held-out split, and the forecast step fits each budget's loss
-against ln N with a parabola, takes its vertex as the budget's optimum, fits N_opt(C) and D_opt(C) as
-power laws and loss_opt(C) = a·C^(−b) + c, and predicts the configuration and loss for a target budget
-five times the largest, with a 95 % bootstrap prediction interval for that one run (`forecast.json`,
-`forecast.png`). Every rung reads the training split at most once. The data steps are tiny_ladder.py's
-(same hashes: after it they do not run again); docs/evaluation.md says how the ladder was chosen and
-what it measured.
+two compute budgets, 1.2e11 and 2.5e11 FLOPs (D = C / 6N tokens), five sizes at each in a window that
+moves up with the budget (12k-77k parameters), each at a peak learning rate of 0.5 over its width with a
+linear decay to zero. Each is evaluated on the held-out split, and the forecast step fits each budget's
+loss against ln N with a parabola, takes its vertex as the budget's optimum, fits N_opt(C), D_opt(C) and
+(with two budgets, a pure power law) loss_opt(C), and predicts the configuration and loss for a target
+budget at least five times the largest rung's compute, with a 95 % bootstrap prediction interval for that
+one run (`forecast.json`, `forecast.png`). Every rung and the target read the training split at most
+once. The data steps are tiny_ladder.py's (same hashes: after it they do not run again);
+docs/evaluation.md says how the ladder was chosen and what it measured over five seeds.
 
 Run it twice. The first run trains the ladder and writes the forecast. The second finds the forecast,
 declares the run it configured (the chosen model, trained for the chosen steps), trains and evaluates
@@ -40,8 +40,8 @@ WIDTHS = {
 }
 """Each budget's five sizes (12k-77k parameters), a window that moves up with the budget around its optimum."""
 LEARNING_RATES = LearningRateByWidth(rate=0.0125, at_width=40, exponent=1.0)
-"""Each run's peak rate, 0.5 over its width: 6.3e-2 at d8, 2.1e-2 at d24, 1.25e-2 at d40 (measured near the
-best at d8, d12, d24 and d40 at these budgets' lengths: docs/evaluation.md)."""
+"""Each run's peak rate, 0.5 over its width: 4.2e-2 at d12, 2.1e-2 at d24, 1.25e-2 at d40 (near the best
+measured at d8, d12, d24 and d40 at isoFLOP rungs' lengths: docs/evaluation.md)."""
 TARGET_FLOPS = 1.26e12
 """5.04x the largest budget: its rungs' steps are rounded, so the largest spends 2.5004e11, and the target is
 at least 5x that."""

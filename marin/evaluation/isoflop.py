@@ -11,8 +11,8 @@ configuration to train and the loss it should reach: Marin's `predict_optimal_co
 Uncertainty is a residual bootstrap: the budgets' parabola residuals are pooled (scaled for the
 parameters the parabolas fitted), resampled onto the fitted curves, and the whole analysis is refitted
 `samples` times; the interval is the spread of the refitted predictions, each loss with one draw of a
-single run's noise added (a prediction interval for the target run, which is what a check compares). The analysis says when the rungs do not constrain the forecast: a budget whose
-losses do not curve upwards, or whose vertex lies outside the sizes tried, is set aside (named in
+single run's noise added (a prediction interval for the target run, which is what a check compares).
+The analysis says when the rungs do not constrain the forecast: a budget whose losses do not curve upwards, or whose vertex lies outside the sizes tried, is set aside (named in
 `notes`); with fewer than two usable budgets there is no prediction; when every parabola goes through its
 points exactly (three sizes per budget) there are no residuals and no interval.
 """
