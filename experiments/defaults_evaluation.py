@@ -110,7 +110,7 @@ def isoflop_ladder(
     **train_options: Any,
 ) -> IsoflopLadder:
     """Every size of `widths` trained at every budget (D = C / 6N), each evaluated, and the isoFLOP forecast
-    at `target_flops` (default: 10x the largest budget), choosing among `target_widths` (default: the
+    at `target_flops` (default: 10x the largest rung's compute as trained, 6·N·D with its rounded steps), choosing among `target_widths` (default: the
     ladder's own model shapes and wider ones, up to 4x the largest width) for the target's configuration,
     with a `confidence` bootstrap interval (4+ widths per budget: with 3 the parabolas fit exactly and
     there is none). With `train_tokens` (the
@@ -137,7 +137,7 @@ def isoflop_ladder(
     models = list({m.hidden_dim: m for ms in models_at.values() for m in ms}.values())
     tokens_per_step = train_batch_size * seq_len
     held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
-    trains, evaluations, rung_budgets = [], [], []
+    trains, evaluations, rung_budgets, trained_flops = [], [], [], []
     for budget in sorted(budgets):
         for model in models_at[float(budget)]:
             rung = f"{name}/C{budget:.2g}/d{model.hidden_dim}-l{model.num_layers}".replace("+", "")
@@ -160,7 +160,8 @@ def isoflop_ladder(
             trains.append(trained)
             evaluations.append(evaluation)
             rung_budgets.append(float(budget))
-    target = float(target_flops if target_flops is not None else 10 * max(budgets))
+            trained_flops.append(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
+    target = float(target_flops if target_flops is not None else 10 * max(trained_flops))
     largest = max(m.hidden_dim for m in models)
     if target_widths is None:
         candidates = [

@@ -43,6 +43,20 @@ def ladder_run(tmp_path_factory):
     return prefix, ladder, paths, data
 
 
+def test_without_a_target_the_forecast_is_for_ten_times_the_largest_rung_as_trained():
+    from experiments.defaults_evaluation import isoflop_ladder
+
+    ladder = isoflop_ladder(
+        "iso-default", "/data/tokenized", budgets=BUDGETS, widths=WIDTHS, vocab_size=512, seq_len=32
+    )
+    trained = [
+        6 * t.config.model.parameter_count(512) * t.config.num_train_steps * t.config.train_batch_size * 32
+        for t in ladder.trains
+    ]
+    assert max(trained) != max(BUDGETS)
+    assert ladder.forecast.config.target_flops == 10 * max(trained)
+
+
 def test_the_ladder_trains_every_rung_and_writes_the_isoflop_forecast(ladder_run):
     prefix, ladder, paths, data = ladder_run
     assert len(ladder.trains) == len(ladder.evaluations) == 6

@@ -189,9 +189,24 @@ def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int,
         return None
     draws = draws[feasible]
     x = flops / fit.reference_flops
-    preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2] + fit.residual_sd * rng.standard_t(fit.dof, len(draws))
+    preds = draws[:, 0] * x ** (-draws[:, 1]) + draws[:, 2] + run_noise(rng, fit.residual_sd, fit.dof, len(draws))
     tail = (1 - confidence) / 2
     return float(np.quantile(preds, tail)), float(np.quantile(preds, 1 - tail))
+
+
+def scaled_residuals(residuals, dof: int):
+    """Residuals scaled by sqrt(n / dof): a fit with n − dof parameters leaves residuals smaller than the
+    rungs' noise, and resampled onto the fitted curve the scaled ones give data with the rungs' spread."""
+    import numpy as np
+
+    residuals = np.asarray(residuals, dtype=float)
+    return residuals * math.sqrt(residuals.size / dof)
+
+
+def run_noise(rng, residual_sd: float, dof: int, size: int | None = None):
+    """One run's own noise about the law: the residual sd times Student's t(dof) draws. Added to a fitted
+    prediction it makes the interval one for the next single run (what a check measures), not for the law."""
+    return residual_sd * (float(rng.standard_t(dof)) if size is None else rng.standard_t(dof, size))
 
 
 MIN_BOOTSTRAP_DOF = 2
@@ -215,7 +230,7 @@ def bootstrap_interval(fit: Fit, flops, losses, target: float, confidence: float
     losses = np.asarray(losses, dtype=float)
     rng = np.random.default_rng(seed)
     fitted = fit.predict(flops)
-    residuals = (losses - fitted) * math.sqrt(len(losses) / fit.dof)
+    residuals = scaled_residuals(losses - fitted, fit.dof)
     preds = []
     for _ in range(samples):
         resampled = fitted + rng.choice(residuals, len(losses), replace=True)
@@ -223,7 +238,7 @@ def bootstrap_interval(fit: Fit, flops, losses, target: float, confidence: float
             refit = fit_law(flops, resampled, start=fit)
         except RuntimeError:
             continue
-        preds.append(float(refit.predict(target)) + fit.residual_sd * float(rng.standard_t(fit.dof)))
+        preds.append(float(refit.predict(target)) + run_noise(rng, fit.residual_sd, fit.dof))
     if len(preds) < max(20, samples // 2):
         return None
     tail = (1 - confidence) / 2

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from marin.evaluation.forecast import fit_law
+from marin.evaluation.forecast import fit_law, run_noise, scaled_residuals
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def bootstrap(
     scale = float(np.abs(np.asarray([b.loss_opt for b in usable])).mean())
     if dof <= 0 or np.abs(residuals).max() <= 1e-9 * max(scale, 1.0):
         return None, "every budget's parabola goes through its points exactly (3 sizes each): add sizes for an interval"
-    inflated = residuals * math.sqrt(residuals.size / dof)
+    inflated = scaled_residuals(residuals, dof)
     noise_sd = float(math.sqrt((residuals**2).sum() / dof))
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {"params": [], "tokens": [], "loss": []}
@@ -183,7 +183,7 @@ def bootstrap(
             resampled += [
                 {"budget": b.flops, "params": n, "loss": float(v)} for n, v in zip(b.params, noisy, strict=True)
             ]
-        own_noise = noise_sd * float(rng.standard_t(dof)) if interval == "prediction" else 0.0
+        own_noise = run_noise(rng, noise_sd, dof) if interval == "prediction" else 0.0
         try:
             refit = fit_isoflop(resampled)
         except (RuntimeError, ValueError):
