@@ -19,8 +19,8 @@ import json
 
 def losses(runs: list[tuple[int, float, float]], prefix: str, seed: int) -> list[dict]:
     """The held-out loss of each (width, budget, peak rate) run, trained with `seed`."""
-    from experiments.defaults_evaluation import _datasets, rung_steps_for_budget
-    from experiments.defaults_training import ladder_rung
+    from experiments.defaults_evaluation import rung_steps_for_budget
+    from experiments.defaults_training import ladder_rung, named_datasets
     from experiments.tutorial import tiny_ladder
     from experiments.tutorial.tiny_lm import build as build_tutorial
     from marin.execution import Executor
@@ -35,7 +35,7 @@ def losses(runs: list[tuple[int, float, float]], prefix: str, seed: int) -> list
         _, evaluation = ladder_rung(
             f"isoprobe/C{budget:.2g}/d{width}/lr{rate:g}".replace("+", ""),
             data["tokenized"],
-            _datasets(data["tokenized"]),
+            named_datasets(data["tokenized"]),
             max_eval_documents=None,
             model=model,
             optimizer=dataclasses.replace(tiny_ladder.OPTIMIZER, learning_rate=rate),

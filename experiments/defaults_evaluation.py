@@ -19,12 +19,12 @@ from experiments.defaults_training import (
     LearningRateByWidth,
     StepOrPath,
     TargetRun,
-    _datasets,
     check_step,
     default_eval,
     default_train,
     ladder_model,
     ladder_rung,
+    named_datasets,
     rung_epochs,
     rung_optimizer,
 )
@@ -136,7 +136,7 @@ def isoflop_ladder(
     }
     models = list({m.hidden_dim: m for ms in models_at.values() for m in ms}.values())
     tokens_per_step = train_batch_size * seq_len
-    held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
+    held_out = eval_datasets if eval_datasets is not None else named_datasets(tokenized)
     trains, evaluations, rung_budgets, trained_flops = [], [], [], []
     for budget in sorted(budgets):
         for model in models_at[float(budget)]:

@@ -35,7 +35,9 @@ def _path(value: StepOrPath) -> InputName | str:
     return output_path_of(value) if isinstance(value, ExecutorStep) else value
 
 
-def _datasets(tokenized: StepOrPath | dict[str, StepOrPath]) -> dict[str, InputName | str]:
+def named_datasets(tokenized: StepOrPath | dict[str, StepOrPath]) -> dict[str, InputName | str]:
+    """Tokenized data as the {name: path} a train or evaluation step reads: a mapping as given, one tokenize
+    step under its own name (the last part of the step's name), a bare path as "data"."""
     if isinstance(tokenized, dict):
         return {name: _path(value) for name, value in tokenized.items()}
     name = tokenized.name.rsplit("/", 1)[-1] if isinstance(tokenized, ExecutorStep) else "data"
@@ -66,7 +68,7 @@ def default_train(
     `harness_tasks` the step's function is `train_with_harness`, which scores them during training.
     """
     config = TrainConfig(
-        data=_datasets(tokenized),
+        data=named_datasets(tokenized),
         weights=weights,
         tokenizer=_path(tokenizer) if tokenizer is not None else None,
         model=model,
@@ -301,7 +303,7 @@ def scaling_ladder(
         raise ValueError(f"scaling_ladder {name!r}: give target (the run, whose compute is forecast) or target_flops")
     models = [s if isinstance(s, LlamaModelConfig) else ladder_model(s, seq_len) for s in sizes]
     tokens_per_step = train_batch_size * seq_len
-    held_out = eval_datasets if eval_datasets is not None else _datasets(tokenized)
+    held_out = eval_datasets if eval_datasets is not None else named_datasets(tokenized)
 
     def run(rung: str, model: LlamaModelConfig) -> tuple[ExecutorStep, ExecutorStep, float]:
         steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
