@@ -4,7 +4,8 @@ The planning tests hold the design docs/evaluation.md describes: every rung and 
 training split at most once, the target's compute is at least 5x the largest rung's, the isoFLOP ladder
 has the four sizes per budget its bootstrap interval needs and a 95 % interval, and the tiny ladder's
 target run with its check is declared with the ladder. The slow tests run each script twice, as its
-docstring says, on an empty prefix, and hold a forecast that calls itself constrained to the target
+docstring says, on an empty prefix (the isoFLOP ladder on the default backend, local Ray; the tiny
+ladder in-process), and hold a forecast that calls itself constrained to the target
 measured within 2 % of it and inside its 95 % interval, the interval at most 10 % of the forecast; one
 that does not hold must say so (docs/evaluation.md gives the shipped ladders' figures).
 """
@@ -148,11 +149,13 @@ def test_a_ladder_given_its_target_forecasts_the_targets_compute_and_refuses_a_s
         scaling_ladder("t", "/data/tok", sizes=[16, 24, 32], vocab_size=512, target=64, target_flops=1e12)
 
 
-def run_twice(script: str, prefix: Path) -> None:
+def run_twice(script: str, prefix: Path, *backend: str) -> None:
+    """`python experiments/tutorial/SCRIPT --prefix PREFIX [--backend B]` twice; without a backend, the
+    script's default (a local Ray cluster it starts), as a user runs it."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     for attempt in range(2):
         result = subprocess.run(
-            [sys.executable, f"experiments/tutorial/{script}", "--prefix", str(prefix), "--backend", "local"],
+            [sys.executable, f"experiments/tutorial/{script}", "--prefix", str(prefix), *backend],
             cwd=REPO,
             env=env,
             capture_output=True,
@@ -184,7 +187,7 @@ def assert_the_forecast_held_or_said_it_could_not(check: dict | None, forecast: 
 @pytest.mark.timeout(2400)
 def test_the_tiny_ladder_as_shipped_checks_its_target_on_the_second_run(tmp_path):
     prefix = tmp_path / "lab"
-    run_twice("tiny_ladder.py", prefix)
+    run_twice("tiny_ladder.py", prefix, "--backend", "local")
     (check_file,) = prefix.glob("forecast/tiny-shakespeare-ladder/check-*/check.json")
     (forecast_file,) = prefix.glob("forecast/tiny-shakespeare-ladder-*/forecast.json")
     forecast = json.loads(forecast_file.read_text())
