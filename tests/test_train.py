@@ -129,6 +129,30 @@ def test_killed_run_resumes_from_its_last_checkpoint_and_ends_like_an_uninterrup
     assert metrics_without_timing(killed) == metrics_without_timing(run)
 
 
+def test_a_checkpoint_committed_before_its_steps_metrics_is_not_resumed_from(root):
+    """The on-disk state of a run killed after step 8's checkpoint committed but before step 8's line was
+    written (the two race: Levanter commits checkpoints in the background), made from the reference run."""
+    import shutil
+
+    from marin.training.checkpoints import list_checkpoints
+    from marin.training.train import train
+
+    run = reference_run(root)
+    data = corpus(root / "corpus")
+    ahead = root / "ahead"
+    shutil.copytree(run / "checkpoints", ahead / "checkpoints")
+    for step, path in list_checkpoints(str(ahead)):
+        if step > 8:
+            shutil.rmtree(path)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (ahead / "metrics.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["step"] < 8))
+
+    train(tiny_train_config(str(ahead), {"plays_a": str(data["plays_a"])}, wandb_mode="disabled"))
+    assert checkpoint_digests(ahead / "checkpoints/step-8") == checkpoint_digests(run / "checkpoints/step-8")
+    assert checkpoint_digests(final_checkpoint(ahead)) == checkpoint_digests(final_checkpoint(run))
+    assert metrics_without_timing(ahead) == metrics_without_timing(run)
+
+
 def test_phase_two_starts_from_phase_one_parameters_with_a_new_mixture_and_length(root):
     from marin.training.config import OptimizerConfig
     from marin.training.train import train

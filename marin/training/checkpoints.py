@@ -80,6 +80,23 @@ def discard_incomplete_checkpoints(train_output: str) -> list[str]:
     return removed
 
 
+def discard_checkpoints_after(train_output: str, step: int) -> list[str]:
+    """Deletes the complete checkpoints of steps after `step` (the last step whose metrics are on disk).
+
+    Levanter starts a step's checkpoint in the hooks that run before the step's last figures are logged,
+    and commits it in the background: a run killed in between leaves a checkpoint whose step has no
+    metrics line. Resuming from it would leave that line out for good, so the run resumes from an earlier
+    checkpoint instead and logs the step again. Called, like `discard_incomplete_checkpoints`, only by the
+    train step holding the step's lease."""
+    removed = []
+    for found, path in _complete_checkpoints(train_output):
+        if found > step:
+            fs, plain = url_to_fs(path)
+            fs.rm(plain, recursive=True)
+            removed.append(path)
+    return removed
+
+
 def checkpoint_step(checkpoint: str) -> int:
     """The step recorded in a checkpoint's `metadata.json`."""
     fs, plain = url_to_fs(checkpoint)

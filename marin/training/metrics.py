@@ -1,23 +1,29 @@
 """`metrics.jsonl`: one line per training step, written by a Levanter tracker into the step's folder.
 
-Levanter reports a step's numbers in several calls; the line is appended when the loss arrives (so it is on
-disk before the step's checkpoint, started by the hooks that run after it, can be committed); figures that
-come later (the gradient and parameter norms, evaluation results) are written at once: a local file's last
-line is rewritten where it stands (one write, however long the file), other files are rewritten whole.
-Timings are added when the file is rewritten at the end (a killed run's lines lack them); `tokens` is
-computed (`tokens_per_step * (step + 1)`), not read from Levanter's throughput log. Each line holds `step`
-(Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `grad_norm` and `param_norm` (the
-global L2 norms of the step's gradient, before clipping, and of the parameters: marin asks Levanter's watch
-callback for both totals every step), `tokens_per_second` and `duration_s` (of the step's computation),
-`elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began training, when the step's
-first figure arrived), and `eval_loss`/`eval_bpb` (plus one pair per validation set) on evaluation steps,
-and `harness/<task>/<metric>` on the steps an in-training lm-eval hook scored (`TrainConfig.harness_tasks`).
-Only the timing fields vary between two runs with one seed.
+Levanter reports a step's numbers in several calls; the line is appended when the step is done (Levanter's
+`throughput/hook_time`, logged after every hook of the step has run), with whatever the step reported.
+Figures that come after it (the final evaluation Levanter forces once the loop ends) update the last line
+at once: a local file's last line is rewritten where it stands (one write, however long the file), other
+files are rewritten whole. Timings that come late are added when the file is rewritten at the end;
+`tokens` is computed (`tokens_per_step * (step + 1)`), not read from Levanter's throughput log. Each line
+holds `step` (Levanter's, counted from 0), `loss`, `lr`, `tokens` (seen so far), `grad_norm` and
+`param_norm` (the global L2 norms of the step's gradient, before clipping, and of the parameters: marin
+asks Levanter's watch callback for both totals every step), `tokens_per_second` and `duration_s` (of the
+step's computation), `elapsed_s` and `cpu_s` (wall clock and this process's CPU time since it began
+training, when the step's first figure arrived), and `eval_loss`/`eval_bpb` (plus one pair per
+validation set) on evaluation steps, and `harness/<task>/<metric>` on the steps an in-training lm-eval
+hook scored (`TrainConfig.harness_tasks`). Only the timing fields vary between two runs with one seed.
 
-A run resumed from a checkpoint repeats the steps after that checkpoint: when a step arrives, every line
-from that step on is dropped first, so the file always reads as one uninterrupted run. Local files are
-appended to line by line (a killed run loses at most the step in flight); other storage is rewritten
-whole, at most every `remote_flush_s` seconds (env `MARIN_METRICS_FLUSH_S`, default 30) and at the end.
+A step's checkpoint is started by one of those hooks and committed in the background, so it can be on
+disk before the step's line: a run killed then leaves a checkpoint ahead of its metrics. The train step
+resumes only from a checkpoint whose step has its line, where the folder has a metrics.jsonl
+(`last_logged_step`, and `marin.training.checkpoints.discard_checkpoints_after` for the others; a
+checkpoint copied into a new folder to resume from has none and is kept). A resumed run repeats the steps
+after its checkpoint: when a step arrives, every line from that step on is dropped first, so the file
+always reads as one uninterrupted run. Local files are appended to line by line (a killed run loses at
+most the step in flight); other storage is rewritten whole, at most every `remote_flush_s` seconds (env
+`MARIN_METRICS_FLUSH_S`, default 30) and at the end, so a run killed there resumes from a checkpoint no
+later than its last flushed line.
 
 This module imports Levanter: import it only inside the train step.
 """
@@ -47,6 +53,8 @@ _FIELDS = {
     "params/norm/total": "param_norm",
 }
 TIMING_FIELDS = ("tokens_per_second", "duration_s", "elapsed_s", "cpu_s")
+STEP_DONE = "throughput/hook_time"
+"""What Levanter's train step logs once all the step's hooks have run: its line is complete then."""
 
 
 def _scalar(value: Any) -> float | int | None:
@@ -140,16 +148,20 @@ class MetricsJsonlTracker(Tracker):
         del commit
         if step is None:
             return
-        picked = _pick(dict(metrics))
-        if not picked:
+        metrics = dict(metrics)
+        picked = _pick(metrics)
+        done = STEP_DONE in metrics
+        if not picked and not done:
             return
         step = int(step)
         if not self.truncated:
             self.truncated = True
             self._drop_from(step)
         if self.pending is None and self.lines and self.lines[-1]["step"] == step:
-            # a figure from the step's hooks, which Levanter runs after logging the loss: evaluation results
-            # are written at once (rewriting the file), timings are kept for the rewrite at the end
+            if not picked:
+                return
+            # a figure after the step was done (the evaluation forced at the end): written at once,
+            # timings kept for the rewrite at the end
             self.lines[-1].update(picked)
             if set(picked) <= set(TIMING_FIELDS):
                 self.dirty = True
@@ -168,9 +180,8 @@ class MetricsJsonlTracker(Tracker):
             }
         self.pending.update(picked)
         if "loss" in picked:
-            # written as soon as the loss arrives (right after the hooks that start the step's checkpoint),
-            # so that the line is on disk before that checkpoint can be committed
             self.pending["tokens"] = self.tokens_per_step * (step + 1)
+        if done:
             self._emit()
 
     def log_hyperparameters(self, hparams):
@@ -186,6 +197,17 @@ class MetricsJsonlTracker(Tracker):
         self._emit()
         if self.dirty or not self.local:
             self._rewrite()
+
+
+def last_logged_step(path: str) -> int | None:
+    """The step of the last line of the metrics.jsonl at `path` (-1 when it has none; None when there is no
+    such file, as in a folder a checkpoint was copied into to resume from)."""
+    fs, plain = fsspec.core.url_to_fs(path)
+    if not fs.exists(plain):
+        return None
+    with fs.open(plain, "r") as f:
+        steps = [json.loads(line)["step"] for line in f if line.strip()]
+    return max(steps, default=-1)
 
 
 @TrackerConfig.register_subclass("marin_metrics")

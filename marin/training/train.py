@@ -41,7 +41,7 @@ from marin.stepkit.context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
 from marin.training import distributed, mixture
 from marin.training.accelerator import check_accelerator
-from marin.training.checkpoints import discard_incomplete_checkpoints, list_checkpoints
+from marin.training.checkpoints import discard_checkpoints_after, discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
 from marin.training.cost import CostSettings
 from marin.training.levanter_process import live_checkpointers, prepare_levanter_process, wait_for_checkpointers
@@ -385,6 +385,11 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
         write_volatile_list(out, VOLATILE)
     for incomplete in discard_incomplete_checkpoints(out) if primary else []:
         logger.warning("discarded the incomplete checkpoint %s left by an interrupted run", incomplete)
+    from marin.training.metrics import last_logged_step
+
+    logged = last_logged_step(posixpath.join(out, "metrics.jsonl")) if primary else None
+    for ahead in discard_checkpoints_after(out, logged) if logged is not None else []:
+        logger.warning("discarded the checkpoint %s: its step's metrics were never written (resuming earlier)", ahead)
     distributed.barrier("train-prepared")
     resumed = list_checkpoints(out)
     logger.info(
