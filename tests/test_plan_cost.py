@@ -104,6 +104,9 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
     m = re.search(r"total, what would run \(10 train, 10 evaluate\): FLOPs (\S+), (\S+) estimated device-hours", out)
     assert m and float(m[1]) >= total * 0.999 and float(m[2]) > 0
     assert "MFU 0.40" in out and "cpu-core 5e+10 FLOP/s" in out
+    evaluations = [line for line in out.splitlines() if re.match(r"\s+run\s+evaluation/\S+\s+\d", line)]
+    assert len(evaluations) == 10 and all(line.split()[3:6] == ["?", "?", "?"] for line in evaluations)
+    assert "?: an evaluation's tokens (and so its FLOPs) are counted once the tokenize steps it reads have run" in out
 
 
 def test_marin_plan_of_the_loss_law_ladder_runs_as_its_docstring_says_and_costs_its_rungs(tmp_path):

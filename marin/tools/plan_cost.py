@@ -140,6 +140,11 @@ def cost_report(decisions: Sequence[Any], settings: CostSettings | None = None) 
     if devices:
         peaks = ", ".join(f"{k} {v:.3g} FLOP/s" for k, v in sorted(devices.items()))
         lines.append(f"  assumed peaks: {peaks}; MFU {settings.mfu:.2f} (MARIN_MFU, MARIN_DEVICE_PEAKS change them)")
+    if any(c["tokens"] is None for _, c in rows):
+        lines.append(
+            "  ?: an evaluation's tokens (and so its FLOPs) are counted once the tokenize steps it reads have run "
+            "(their stats.json), and not when it reads only max_documents documents; the totals leave them out"
+        )
     return lines
 
 
