@@ -187,7 +187,7 @@ def assert_the_forecast_held_or_said_it_could_not(check: dict | None, forecast: 
 @pytest.mark.timeout(2400)
 def test_the_tiny_ladder_as_shipped_checks_its_target_on_the_second_run(tmp_path):
     prefix = tmp_path / "lab"
-    run_twice("tiny_ladder.py", prefix, "--backend", "local")
+    run_twice("tiny_ladder.py", prefix)
     (check_file,) = prefix.glob("forecast/tiny-shakespeare-ladder/check-*/check.json")
     (forecast_file,) = prefix.glob("forecast/tiny-shakespeare-ladder-*/forecast.json")
     forecast = json.loads(forecast_file.read_text())
