@@ -176,7 +176,7 @@ def test_harness_scores_join_the_evaluation_of_the_same_checkpoint(client, lab):
     assert "next_line" in headers
     col = headers.index("next_line")
     scored = [cells(r) for r in rows_of(html, "board") if cells(r)[col] != "—"]
-    assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e+06", "0.625")]
+    assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e6", "0.625")]
     step = client.get(f"/step/0/{names['harness']}").text
     assert 'data-kind="metrics.json"' in step and "next_line" in step and "0.625" in step
 

@@ -367,8 +367,17 @@ def fmt_tick(v: float, digits: int = 6) -> str:
     if v == 0:
         return "0"
     if abs(v) >= 1e5 or abs(v) < 1e-3:
-        return f"{v:.3g}"
-    return f"{v:.{digits}g}"
+        return compact_exponent(f"{v:.3g}")
+    return compact_exponent(f"{v:.{digits}g}")
+
+
+def compact_exponent(text: str) -> str:
+    """`1e+09` as `1e9`, `2.5e-05` as `2.5e-5`: how a researcher writes a power of ten on an axis."""
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    sign = "-" if exponent.startswith("-") else ""
+    return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
 
 
 def thin(points: list[tuple[float, float]], limit: int = 1500) -> list[tuple[float, float]]:
