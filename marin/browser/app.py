@@ -164,6 +164,8 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
 
     async def compare(request: Request) -> Response:
         a, b = request.query_params.get("a"), request.query_params.get("b")
+        if not b and len(request.query_params.getlist("a")) == 2:  # the runs table's form, without JavaScript
+            a, b = request.query_params.getlist("a")
         if not a or not b:
             return _html(page("compare", error_box("compare needs two steps: ?a=STEP&b=STEP")), 400)
         return _html(await _run(compare_page, rs, root_index(request), a, b))
