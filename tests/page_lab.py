@@ -5,8 +5,8 @@
 1. version 1: `data/shards` writes `SHARDS` files (so its manifest has that many rows), `train/mix` writes
    `metrics.jsonl` as marin's train step does (`loss`, `lr`, `tokens`, `tokens_per_second`, and on
    evaluation steps `eval_loss`/`eval_bpb` plus `eval_<set>_loss`/`eval_<set>_bpb` for two validation
-   sets), `train_info.json` (parameters, device kind and count) and its config holds a data mixture with
-   `weights`; `eval/mix` writes `results.json` with the two sets.
+   sets), `train_info.json` (parameters, device kind and count) and its config holds a data mixture
+   (`data` and `weights`, as marin's TrainConfig); `eval/mix` writes `results.json` with the two sets.
 2. version 2: the same DAG at another learning rate and other mixture weights (a second record of the
    name, so the experiment list must tell the two apart by what differs).
 
@@ -19,10 +19,11 @@ import contextlib
 import io
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, output_path_of, versioned
+from marin.stepkit.config import unversioned
 
 SHARDS = 100
 SETS = ("web", "code")
@@ -37,20 +38,14 @@ class ShardsConfig:
 
 
 @dataclass(frozen=True)
-class MixtureConfig:
-    data: str
-    """The shards (only recorded)."""
-    weights: dict[str, float] = field(default_factory=dict)
-    """Sampling weight of each dataset."""
-
-
-@dataclass(frozen=True)
 class MixTrainConfig:
-    mixture: MixtureConfig
-    """What the run reads."""
+    data: dict[str, str]
+    """The datasets the run reads, by name (only recorded)."""
+    weights: dict[str, float]
+    """Sampling weight of each dataset, as marin's TrainConfig names it."""
     lr: float
     """Learning rate (shapes the loss curve)."""
-    steps: int = 60
+    steps: int = unversioned(60)
     """Rows of metrics.jsonl."""
     output_path: str = THIS_OUTPUT_PATH
     """This step's output folder."""
@@ -115,8 +110,10 @@ def evaluate_mix(config: MixEvalConfig) -> None:
 
 def mix_steps(lr: float, weights: dict[str, float]) -> tuple[ExecutorStep, ExecutorStep, ExecutorStep]:
     shards = ExecutorStep("data/shards", write_shards, ShardsConfig(shards=versioned(SHARDS)))
-    mixture = MixtureConfig(data=output_path_of(shards), weights=versioned(weights))
-    train = ExecutorStep("train/mix", train_mix, MixTrainConfig(mixture=mixture, lr=versioned(lr)))
+    data = {name: output_path_of(shards) for name in SETS}
+    train = ExecutorStep(
+        "train/mix", train_mix, MixTrainConfig(data=data, weights=versioned(weights), lr=versioned(lr))
+    )
     evaluation = ExecutorStep("eval/mix", evaluate_mix, MixEvalConfig(train=output_path_of(train)))
     return shards, train, evaluation
 
