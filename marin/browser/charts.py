@@ -126,6 +126,9 @@ class Chart:
     """In SVG units: the page draws the chart at its own width (CSS), so this sets the text's relative size."""
     height: int = 320
     css_class: str = "plot"
+    spread_markers: bool = True
+    """Spread markers that cover each other at one x sideways (`dodge`); off where a marker must sit exactly on
+    a line's end (a forecast at the end of its fitted law)."""
     legend_below: bool = True
     """Lay the legend out in rows under the plot (the SVG grows): a legend inside the plot area would cover
     what is drawn there. Kept as a field for callers that name it."""
@@ -236,13 +239,17 @@ class Chart:
         legend = []
         layer = {"band": 0, "line": 1, "dashed": 1, "points": 2}
         drawn = sorted(enumerate(self.series), key=lambda item: layer.get(item[1].kind, 1))
-        offsets = dodge(
-            [
-                ((i, j), sx(p[0]), sy(p[1]))
-                for i, s in enumerate(self.series)
-                if s.kind == "points"
-                for j, p in enumerate(s.points)
-            ]
+        offsets = (
+            {}
+            if not self.spread_markers
+            else dodge(
+                [
+                    ((i, j), sx(p[0]), sy(p[1]))
+                    for i, s in enumerate(self.series)
+                    if s.kind == "points"
+                    for j, p in enumerate(s.points)
+                ]
+            )
         )
         for i, s in drawn:
             color = s.color or PALETTE[i % len(PALETTE)]
