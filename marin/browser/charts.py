@@ -6,7 +6,9 @@ FLOPs on a log axis with the Pareto frontier, each point linking to its run. A `
 those kinds and renders them in one pass, bands under lines under markers (so a linked marker is never
 covered by a line's hover targets): the axes are fitted to everything drawn, log axes get ticks at
 powers of ten, and every marker carries a `<title>` so the browser shows its values on hover, with no
-JavaScript library.
+JavaScript library. The legend goes under the plot (the SVG grows by its rows), never over what is drawn,
+and names only series that drew something. `SeriesStyle` gives a page's series their colours and marker
+shapes, so one series looks the same on every chart of the page.
 """
 
 from __future__ import annotations
@@ -129,9 +131,6 @@ class Chart:
     spread_markers: bool = True
     """Spread markers that cover each other at one x sideways (`dodge`); off where a marker must sit exactly on
     a line's end (a forecast at the end of its fitted law)."""
-    legend_below: bool = True
-    """Lay the legend out in rows under the plot (the SVG grows): a legend inside the plot area would cover
-    what is drawn there. Kept as a field for callers that name it."""
     series: list[Series] = field(default_factory=list)
 
     def line(

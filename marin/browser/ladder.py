@@ -121,7 +121,6 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
         log_x=True,
         log_y=log_y,
         css_class="plot ladder-plot",
-        legend_below=True,
         spread_markers=False,
     )
     measured = measured_target(forecast, metric)
@@ -235,7 +234,6 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         y_label="loss",
         log_x=True,
         css_class="plot isoflop-plot",
-        legend_below=True,
         spread_markers=False,
     )
     for color, b in zip(_budget_colors(len(budgets)), budgets, strict=True):
@@ -268,7 +266,6 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         log_y=True,
         css_class="plot nopt-plot",
         height=280,
-        legend_below=True,
         spread_markers=False,
     )
     size.points("budget optima", [(float(b["flops"]), float(b["params_opt"])) for b in usable], css="optimum")
@@ -291,7 +288,6 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         log_x=True,
         css_class="plot ladder-plot",
         height=280,
-        legend_below=True,
         spread_markers=False,
     )
     loss.points(

@@ -384,9 +384,10 @@ def where_it_ran(root, rec: dict, steps) -> str:
     blobs = read_many(root.fs, list(paths.values()))
     devices: dict[str, list[str]] = {}
     for s in trained:
+        blob = blobs.get(paths[s.rel])
         try:
-            info = json.loads(blobs.get(paths[s.rel]))  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            info = json.loads(blob) if isinstance(blob, bytes | bytearray) else None
+        except ValueError:
             continue
         if isinstance(info, dict) and info.get("device_kind"):
             devices.setdefault(f"{info.get('device_count') or 1} × {info['device_kind']}", []).append(s.name)
