@@ -338,3 +338,20 @@ def test_a_cache_from_path_that_does_not_exist_is_a_warning_naming_it(tmp_path, 
         ).run([b])
     assert [o.status for o in result.outcomes.values()] == ["REUSED", "REUSED"]
     assert f"--cache_from {missing} does not exist" in caplog.text
+
+
+@pytest.mark.parametrize("storage", ["gcs", "s3"])
+def test_a_bucket_object_has_the_same_version_asked_alone_as_read_with_its_bytes(request, storage):
+    """Reuse asks an object's version before and after reading a bounded part of it (a metadata request:
+    asking must not download a 2 GB object); the answer is the token its bytes come with."""
+    from marin.storage import current_version, delete, read_with_version
+
+    path = join(request.getfixturevalue("bucket_prefix_factory")(storage), "x.json")
+    assert current_version(path) is None
+    write_bytes(path, b"one")
+    first = current_version(path)
+    assert first == read_with_version(path).version
+    write_bytes(path, b"two")
+    assert current_version(path) == read_with_version(path).version != first
+    delete(path)
+    assert current_version(path) is None
