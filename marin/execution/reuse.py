@@ -21,10 +21,16 @@ with `reused_from` (source, path, record that made it, manifest digest) in its `
 outcome REUSED. Any failure is a reason in the step's log (`.executor_logs/NNN.reuse.log`) and the step
 runs as if no source existed. A source is only read: nothing is written, locked or leased there.
 
+A source is untrusted input: its records are read bounded (`_read_limited`, `_holds`) and checked field by
+field (`_check_info`, `_check_manifest`), and any failure, foreseen or not, is a reason not to reuse that
+source, never an error of the step.
+
 With `mode="reference"` the files are hashed where they are and not copied: the step's folder here holds
 only the executor's files, its manifest is the source's, and downstream steps read the source folder
-(`referenced_path`). Before a later run uses such a reference it hashes the source again (`check_reference`)
-and refuses to go on if the bytes changed.
+(`referenced_path`). Before a step reads such an input it is checked (hashed again, unless it was verified
+in this run and every file still has the version it was hashed at: `pin_references`), and after the step
+every file must still have that version (`check_pinned`), or the step fails instead of publishing what it
+made from bytes that are no longer the verified ones.
 """
 
 from __future__ import annotations

@@ -303,8 +303,9 @@ def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt, reuse: bool)
         info = dataclasses.replace(task.info, reused_from=reused.origin)
         _publish(lease, attempt, State.SUCCESS, info=info, outputs=True, manifest=reused.manifest)
     extra = {"reused_from": reused.origin}
-    if reused.versions is not None:
-        extra["reference"] = {**reused.manifest, "versions": reused.versions}
+    if reused.origin["mode"] == "reference":
+        versions = {} if reused.versions is None else {"versions": reused.versions}
+        extra["reference"] = {**reused.manifest, **versions}
     return timer.outcome(Outcome.REUSED, attempt, log, **extra), []
 
 
