@@ -355,3 +355,30 @@ def test_a_bucket_object_has_the_same_version_asked_alone_as_read_with_its_bytes
     assert current_version(path) == read_with_version(path).version != first
     delete(path)
     assert current_version(path) is None
+
+
+@pytest.mark.parametrize("storage", ["gcs", "s3"])
+def test_a_bucket_source_is_read_bounded_too(request, tmp_path, caplog, monkeypatch, storage):
+    """On a bucket a source's records are read with one ranged request pinned to their version: a manifest
+    over the limit (lowered here, to spare uploading 64 MiB) is refused, an empty status is a reason."""
+    from marin.execution import reuse
+
+    source = request.getfixturevalue("bucket_prefix_factory")(storage)
+    paths_a = lab_a(source, str(tmp_path / "calls-a"))
+    write_bytes(join(paths_a["lab/a"], ".executor_status"), b"")
+    manifest_b = read_bytes(join(paths_a["lab/b"], ".executor_manifest.json"))
+    monkeypatch.setattr(reuse, "MANIFEST_LIMIT", len(manifest_b) - 1)
+    counter = str(tmp_path / "calls-b")
+    a, b = shared(counter)
+    with caplog.at_level(logging.WARNING):
+        result = Executor(
+            str(tmp_path / "lab-b"), backend="local", experiment_name="chain", cache_from=CacheFrom(sources=(source,))
+        ).run([b])
+    assert [o.status for o in result.outcomes.values()] == ["SUCCESS", "SUCCESS"], "both ran themselves"
+    assert f"{paths_a['lab/a']} is '', not SUCCESS" in caplog.text
+    assert f"the manifest is larger than {len(manifest_b) - 1:,} bytes" in caplog.text
+    monkeypatch.setattr(reuse, "MANIFEST_LIMIT", len(manifest_b))
+    again = Executor(
+        str(tmp_path / "lab-c"), backend="local", experiment_name="chain", cache_from=CacheFrom(sources=(source,))
+    ).run([b])
+    assert [o.status for o in again.outcomes.values()] == ["SUCCESS", "REUSED"], "at the limit it is read"

@@ -47,6 +47,7 @@ from typing import Literal
 import orjson
 
 from marin.storage import (
+    ObjectChanged,
     VersionedBytes,
     backend_for,
     current_version,
@@ -207,25 +208,40 @@ def _shown(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def _read_limited(path: str, limit: int, what: str) -> VersionedBytes | None:
-    """The bytes of `path` and their version, reading at most `limit` + 1 bytes whatever the object holds
-    (None when absent); Rejected when it is larger, or was rewritten while it was read."""
-    before = current_version(path)
+def _read_limited(path: str, limit: int, what: str, versioned: bool = True) -> VersionedBytes | None:
+    """The bytes of `path` (and, `versioned`, their version), reading at most `limit` + 1 bytes whatever the
+    object holds (None when absent); Rejected when it is larger, or (`versioned`) was rewritten while it
+    was read. On GCS and S3 one ranged read pinned to the version asked first (2 requests); elsewhere the
+    version is asked before and after the read."""
+    before = current_version(path) if versioned else ""
     if before is None:
         return None
-    chunks, n = [], 0
+    pinned_reads = protocol_of(path) in ("gs", "s3")
     try:
-        with open_read(path) as f:
-            while n <= limit and (chunk := f.read(min(SEARCH_CHUNK, limit + 1 - n))):
-                chunks.append(chunk)
-                n += len(chunk)
+        data = None
+        if pinned_reads:
+            try:
+                data = backend_for(path).read_range(path, 0, limit + 1, before or None)
+            except (ObjectChanged, FileNotFoundError):
+                raise
+            except Exception:  # an empty object has no byte 0 to range over (416): read it as a stream
+                pinned_reads = False
+        if data is None:
+            chunks, n = [], 0
+            with open_read(path) as f:
+                while n <= limit and (chunk := f.read(min(SEARCH_CHUNK, limit + 1 - n))):
+                    chunks.append(chunk)
+                    n += len(chunk)
+            data = b"".join(chunks)
+    except ObjectChanged:
+        raise Rejected(f"{path} changed while it was read") from None
     except FileNotFoundError:
         return None
-    if n > limit:
+    if len(data) > limit:
         raise Rejected(f"{path}: the {what} is larger than {limit:,} bytes")
-    if current_version(path) != before:
+    if versioned and not pinned_reads and current_version(path) != before:
         raise Rejected(f"{path} changed while it was read")
-    return VersionedBytes(b"".join(chunks), before)
+    return VersionedBytes(data, before)
 
 
 def _check_info(source_info: object, path: str) -> dict:
@@ -253,16 +269,16 @@ def probe(source: str, info: dict, cache: CacheFrom) -> Candidate:
     path = join(source, rel)
     try:
         status = _read_limited(join(path, STATUS_FILE), STATUS_LIMIT, "status")
+        if status is None:
+            raise Rejected(f"no output at {path}")
+        if status.data.strip() != b"SUCCESS":
+            raise Rejected(f"{path} is {_shown(status.data.strip().decode('utf-8', 'replace'))}, not SUCCESS")
         manifest_read = _read_limited(join(path, MANIFEST_FILE), MANIFEST_LIMIT, "manifest")
-        info_read = _read_limited(join(path, INFO_FILE), INFO_LIMIT, INFO_FILE)
+        info_read = _read_limited(join(path, INFO_FILE), INFO_LIMIT, INFO_FILE, versioned=False)
     except Rejected:
         raise
     except Exception as exc:
         raise Unreachable(f"{source} cannot be read ({type(exc).__name__}: {exc})") from exc
-    if status is None:
-        raise Rejected(f"no output at {path}")
-    if status.data.strip() != b"SUCCESS":
-        raise Rejected(f"{path} is {_shown(status.data.strip().decode('utf-8', 'replace'))}, not SUCCESS")
     if manifest_read is None or info_read is None:
         raise Rejected(f"{path} says SUCCESS but has no {'manifest' if manifest_read is None else INFO_FILE}")
     try:
