@@ -89,8 +89,9 @@ def reuse_log(out: str) -> str:
         ("local", "in_place", False),
         ("local", "replace", True),
         ("gcs", "replace", False),
+        ("s3", "replace", False),
     ],
-    ids=["replaced", "in-place-mtime-put-back", "referenced-in-an-earlier-run", "gcs"],
+    ids=["replaced", "in-place-mtime-put-back", "referenced-in-an-earlier-run", "gcs", "s3"],
 )
 def test_a_referenced_input_that_changes_while_a_step_reads_it_fails_that_step_naming_it(
     tmp_path, request, storage, how, earlier_run
