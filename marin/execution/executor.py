@@ -357,7 +357,7 @@ class Executor:
                     outcomes[p] = outcome
                     origin = outcome.extra.get("reused_from") or {}
                     if origin.get("mode") == "reference":
-                        references[p.step] = (origin["path"], {})
+                        references[p.step] = (origin["path"], outcome.extra.get("reference") or {})
                     done += 1
                     self._progress(p, outcome, done, len(pending), t_start)
                     if not outcome.ok:
