@@ -68,6 +68,10 @@ def _reported(action):
         try:
             return action(steps, description, cfg)
         except PlanError as exc:
+            if cfg.traceback:
+                import traceback
+
+                traceback.print_exc()
             print(f"error: {exc}", file=sys.stderr)
             return 2
 
@@ -319,10 +323,15 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(argv)
     if getattr(ns, "job", None) and ns.job[:1] == ["--"]:
         ns.job = ns.job[1:]
+    from marin.stepkit.errors import ConfigError, report
+
     try:
         return ns.fn(ns) or 0
     except KeyboardInterrupt:
         return 130
+    except ConfigError as exc:
+        report(exc)
+        return 2
 
 
 if __name__ == "__main__":

@@ -132,3 +132,50 @@ def test_verify_says_when_two_records_are_of_different_experiments(tmp_path):
 def test_the_readme_rerun_prefix_is_ignored_by_git():
     check = subprocess.run(["git", "check-ignore", "-q", "again/x"], cwd=REPO)
     assert check.returncode == 0
+
+
+WRONG_TYPE = """
+from experiments.defaults import default_tokenize, default_tokenizer
+from experiments.defaults_training import default_train
+from marin.execution import executor_main
+
+tokenizer = default_tokenizer("mine-bpe", "/nonexistent/docs", vocab_size=256)
+tokenized = default_tokenize("mine", "/nonexistent/docs", tokenizer)
+trained = default_train("mine", tokenized, num_train_steps=10, checkpoint_every_steps="25")
+
+if __name__ == "__main__":
+    executor_main(steps=[trained])
+"""
+
+
+def test_a_wrong_typed_config_value_is_one_error_line_naming_the_step_and_the_field(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text(WRONG_TYPE)
+    line = 8
+    expected = (
+        f"error: step 'checkpoints/mine' ({script}:{line}): TrainConfig.checkpoint_every_steps: "
+        "expected int, got str '25'"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO)
+    runs = {
+        "marin run": marin("run", str(script), "--prefix", str(tmp_path / "lab")),
+        "marin plan": marin("plan", str(script), "--prefix", str(tmp_path / "lab")),
+        "python": subprocess.run(
+            [sys.executable, str(script), "--prefix", str(tmp_path / "lab")],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=120,
+        ),
+    }
+    for how, run in runs.items():
+        assert run.returncode == (1 if how == "python" else 2), (how, run.stderr)
+        assert "Traceback" not in run.stderr, (how, run.stderr)
+        errors = [text for text in run.stderr.splitlines() if text.startswith("error:")]
+        assert errors == [expected], (how, run.stderr)
+        assert "--traceback" in run.stderr
+    assert not (tmp_path / "lab").exists()
+    shown = marin("plan", str(script), "--prefix", str(tmp_path / "lab"), "--traceback")
+    assert shown.returncode == 2 and "Traceback" in shown.stderr and "__post_init__" in shown.stderr
+    assert shown.stderr.strip().splitlines()[-1] == expected

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Literal
@@ -55,6 +56,8 @@ class ExecutorMainConfig:
     """Reuse outputs even when the code that made them differs from this checkout's."""
     allow_credentials_in_patch: bool = False
     """Store the uncommitted changes even if a line looks like a credential (a run refuses them otherwise)."""
+    traceback: bool = False
+    """Print the traceback of an error in the experiment's configs or plan (otherwise one `error:` line)."""
 
 
 BOOL_FLAGS = tuple(f"--{f.name}" for f in fields(ExecutorMainConfig) if f.type == "bool")
@@ -240,6 +243,8 @@ def executor_main(
     except KeyboardInterrupt:
         sys.exit(130)
     except (PlanError, ValueError, TypeError) as exc:
+        if cfg.traceback:
+            traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except OSError as exc:
