@@ -141,7 +141,15 @@ def cmd_rerun(ns) -> int:
 def cmd_verify(ns) -> int:
     from marin.tools.verify import verify_main
 
-    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
+    return verify_main(
+        ns.a,
+        ns.b,
+        ns.steps,
+        rehash=not ns.manifests_only,
+        rtol=ns.rtol,
+        atol=ns.atol,
+        show_volatile=ns.show_volatile,
+    )
 
 
 def cmd_lineage(ns) -> int:
@@ -264,6 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 3 when nothing else differs; 0 compares bits)",
     )
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
+    p.add_argument(
+        "-v",
+        "--show_volatile",
+        "--show-volatile",
+        action="store_true",
+        help="list, under each step, the volatile files (timings, ledgers) that are not compared byte for byte, "
+        "and whether their bytes differ",
+    )
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser(
