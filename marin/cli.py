@@ -27,7 +27,9 @@ def _run_script(script: str, args: list[str]) -> None:
 
 
 def _with_steps(script: str, args: list[str], action) -> int:
-    """Runs the script with executor_main captured, so `action(steps, description, cfg)` sees its DAG.
+    """Runs the script with executor_main captured, so `action(steps, description, cfg, experiment_name)` sees
+    its DAG (`experiment_name`: what the script passes to executor_main, which names its record; None: the
+    script's own name).
 
     The script sees the same flags (`--prefix` above all), so one that reads them in its own `main`
     (the ladders look up their forecast under the prefix) plans what a run with them would run."""
@@ -37,8 +39,8 @@ def _with_steps(script: str, args: list[str], action) -> int:
     configure_logging()
     result: dict = {}
 
-    def hook(steps, description):
-        result["rc"] = action(steps, description, cfg)
+    def hook(steps, description, experiment_name=None):
+        result["rc"] = action(steps, description, cfg, experiment_name)
         return {}
 
     previous = capture_steps(hook)
@@ -62,11 +64,11 @@ def _reported(action):
     """`action` with a bad plan (a PlanError: unknown step, a --run_only that matches nothing, a cycle)
     reported as one `error:` line and exit status 2, as `marin run` does, instead of a traceback."""
 
-    def run(steps, description, cfg):
+    def run(steps, description, cfg, experiment_name=None):
         from marin.execution.planning import PlanError
 
         try:
-            return action(steps, description, cfg)
+            return action(steps, description, cfg, experiment_name)
         except PlanError as exc:
             if cfg.traceback:
                 import traceback
@@ -92,8 +94,13 @@ def cmd_plan(ns) -> int:
 
     register()
 
-    def action(steps, description, cfg):
-        executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))
+    def action(steps, description, cfg, experiment_name):
+        executor = Executor(
+            resolve_prefix(cfg.prefix),
+            backend="local",
+            cache_from=cache_from_of(cfg),
+            experiment_name=experiment_name,
+        )
         plan = executor.plan_dag(steps)
         decisions = executor.decide(
             plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
@@ -115,7 +122,7 @@ def cmd_explain(ns) -> int:
     from marin.execution.planning import plan_steps
     from marin.tools.explain import explain_step
 
-    def action(steps, description, cfg):
+    def action(steps, description, cfg, experiment_name):
         prefix = resolve_prefix(cfg.prefix)
         if "://" not in prefix:
             prefix = os.path.abspath(prefix)

@@ -77,6 +77,24 @@ def test_plan_does_not_name_a_record_it_does_not_write(tmp_path):
     assert after.startswith("record: ") and os.path.exists(after.removeprefix("record: "))
 
 
+def test_plan_names_the_record_a_run_writes_when_the_script_names_its_experiment(tmp_path):
+    source = open(HELLO).read()
+    call = 'executor_main(steps=[stats], description="Hello world: generate documents, then count them")'
+    assert call in source
+    script = tmp_path / "my_exp_lr.py"
+    script.write_text(source.replace(call, call[:-1] + ', experiment_name="my_exp")'))
+    prefix = str(tmp_path / "lab")
+    predicted = marin("plan", str(script), "--prefix", prefix).stdout.strip().splitlines()[-1]
+    assert predicted.startswith("record: none yet (a run writes ") and "/experiments/my_exp-" in predicted, predicted
+    assert marin("run", str(script), "--prefix", prefix, "--backend", "local").returncode == 0
+    written = os.listdir(os.path.join(prefix, "experiments"))
+    record = next(name for name in written if name.endswith(".json"))
+    assert predicted == f"record: none yet (a run writes {os.path.join(prefix, 'experiments', record)})"
+    assert marin("plan", str(script), "--prefix", prefix).stdout.strip().splitlines()[-1] == (
+        f"record: {os.path.join(prefix, 'experiments', record)}"
+    )
+
+
 def test_plan_of_a_script_that_never_calls_executor_main_is_an_error(tmp_path):
     for source in ("print('hello')\n", "import sys\nprint('hello')\nsys.exit(0)\n"):
         script = tmp_path / "not_an_experiment.py"

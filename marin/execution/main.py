@@ -201,7 +201,8 @@ _capture_hook = None
 
 
 def capture_steps(hook):
-    """While set, `executor_main` hands its steps to `hook(steps, description)` instead of running.
+    """While set, `executor_main` hands its steps to `hook(steps, description)` instead of running, and its
+    `experiment_name` too when the hook has a parameter of that name (the record's name depends on it).
 
     This is how `marin plan SCRIPT` and `marin explain SCRIPT STEP` see a script's DAG: the script runs
     as `__main__` as usual, and its own call to `executor_main` answers the question.
@@ -222,7 +223,10 @@ def executor_main(
     from marin.execution.planning import PlanError
 
     if _capture_hook is not None:
-        return _capture_hook(steps, description)
+        import inspect
+
+        named = "experiment_name" in inspect.signature(_capture_hook).parameters
+        return _capture_hook(steps, description, **({"experiment_name": experiment_name} if named else {}))
     cfg = parse_main_args(sys.argv[1:] if argv is None else argv)
     configure_logging()
     prefix = resolve_prefix(cfg.prefix)
