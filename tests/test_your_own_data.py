@@ -2,8 +2,10 @@
 
 The machinery is the README's (tests/test_readme_commands.py): the page's blocks are read from it, in order,
 and each runs as one bash script (`set -eo pipefail`) from the root of a `git clone` of HEAD that uses the
-test environment (commit edits to the page first). Nothing is substituted: the page's training is the
-tutorial's tiny model for 4 steps, and its steps run with `--backend local` (no Ray).
+test environment (commit edits to the page first). A reader runs the page in one terminal, so the `source`
+lines of the blocks before a block (the environment's activation) run first in its script. Nothing else is
+added or substituted: the page's training is the tutorial's tiny model for 4 steps, and its steps run with
+`--backend local` (no Ray).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ def run_page_block(clone: dict, index: int) -> subprocess.CompletedProcess:  # n
     """Runs block `index` in the clone, after the blocks before it (each once)."""
     for i in range(index + 1):
         if i not in clone["done"]:
+            sourced = [line for block in BLOCKS[:i] for line in block if command_of(line).startswith("source ")]
             clone["done"][i] = subprocess.run(
-                ["bash", "-c", PRELUDE + "\n".join(BLOCKS[i]) + "\n"],
+                ["bash", "-c", PRELUDE + "\n".join(sourced + BLOCKS[i]) + "\n"],
                 cwd=clone["path"],
                 env=clone["env"],
                 stdout=subprocess.PIPE,
@@ -38,7 +41,7 @@ def run_page_block(clone: dict, index: int) -> subprocess.CompletedProcess:  # n
 def test_the_page_is_linked_from_the_readme_and_has_the_blocks_this_test_knows():
     assert "docs/your-own-data.md" in open(os.path.join(REPO, "README.md")).read()
     commands = [command_of(line) for block in BLOCKS for line in block]
-    assert len(BLOCKS) == 4 and any("own_data.py" in c for c in commands)
+    assert len(BLOCKS) == 3 and any("own_data.py" in c for c in commands)
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
