@@ -173,7 +173,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
         *(["lab"] if len(roots) > 1 else []),
         "evaluation",
         METRICS[metric],
-        "FLOPs",
+        "FLOPs (6·N·D)",
         "tokens",
         "parameters",
         *tasks,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -47,6 +48,11 @@ from marin.stepkit.sharding import LEDGERS, ShardResources, run_shards
 from marin.storage import join, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
+
+_DATATROVE_TOKENIZERS = threading.Lock()
+"""datatrove's filters share one spaCy word tokenizer per language in the process (`load_word_tokenizer` is
+cached), and spaCy is not thread-safe: two filter steps in threads of one process (the local backend) failed
+with `[E109] Component 'sentencizer' could not be run`. Filter calls take turns (they hold the GIL anyway)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,7 +277,8 @@ def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
             if name == "gopher_quality" and _more_words_than_allowed(dt_doc.text, config.gopher_quality):
                 reason = f"{name}/gopher_long_doc"
                 break
-            result = flt.filter(dt_doc)
+            with _DATATROVE_TOKENIZERS:
+                result = flt.filter(dt_doc)
             ok, why = result if isinstance(result, tuple) else (result, None)
             if not ok:
                 reason = f"{name}/{why or 'rejected'}"

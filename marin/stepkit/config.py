@@ -43,6 +43,8 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from marin.stepkit.errors import ConfigError, ConfigTypeError, ConfigValueError
+
 _KEY = "marin"
 
 ALWAYS = "always"
@@ -399,7 +401,7 @@ def checked(fn: Callable) -> Callable:
                 None if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD) else type_error(value, hints.get(name, Any))
             )
             if problem:
-                raise TypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
+                raise ConfigTypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
         return fn(*args, **kwargs)
 
     return call
@@ -416,9 +418,14 @@ class StepConfig:
     def __post_init__(self) -> None:
         errors = type_errors(self, type(self).__qualname__, deep=False)
         if errors:
-            raise TypeError("; ".join(errors))
+            raise ConfigTypeError("; ".join(errors))
         if not holds_placeholders(self):
-            self.validate()
+            try:
+                self.validate()
+            except ConfigError:
+                raise
+            except ValueError as exc:
+                raise ConfigValueError(*exc.args) from exc
 
     def validate(self) -> None:
         """Raise ValueError naming the field and the bad value; checks values only, no I/O."""
