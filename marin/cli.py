@@ -322,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return ns.fn(ns) or 0
     except KeyboardInterrupt:
-        return 130
+        from marin.execution.interrupts import interrupted_exit_code
+
+        return interrupted_exit_code()
 
 
 if __name__ == "__main__":
