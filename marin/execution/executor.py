@@ -30,6 +30,7 @@ from marin.execution.authoring import ExecutorStep
 from marin.execution.document_counts import kept_removed_notes
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
+from marin.execution.input_fingerprints import changed_input_lines, with_input_fingerprints
 from marin.execution.interrupts import LEFT_FOR_RERUN, sigterm_interrupts_the_run
 from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
@@ -404,12 +405,13 @@ class Executor:
     ) -> StepTask:
         resources = p.step.resources
         referenced = {d.output_path: references[d.step] for d in p.dependencies if d.step in references}
+        config = instantiate_config(p, plan)
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan),
-            info=step_info(p, plan, run),
+            config=config,
+            info=with_input_fingerprints(step_info(p, plan, run), config),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun,
@@ -471,7 +473,7 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
         print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
-    for line in plan_report_lines(decisions):
+    for line in changed_input_lines(decisions) + plan_report_lines(decisions):
         print(line, file=file)
 
 
