@@ -126,3 +126,25 @@ def test_ids_derived_from_the_place_ignore_every_format_suffix(tmp_path):
         (tmp_path / name).write_bytes(data)
     ids = [d["id"] for name in files for d in read_documents(str(tmp_path / name), id_key=None)]
     assert ids == ["a/0", "b/0", "c/0"]
+
+
+def test_on_every_storage_the_folder_is_listed_whole_less_hidden_files_and_sidecars(prefix):
+    from marin.storage import write_bytes
+
+    folder = f"{prefix}/corpus"
+    files = {
+        "part-00000.jsonl": _lines("a", 2),
+        "extra-data.jsonl.bz2": COMPRESS[".bz2"](_lines("b", 2)),
+        "sub/more.JSONL": _lines("c", 2),
+        "stats.json": b"{}",
+        ".executor_status": b"SUCCESS",
+        ".shards/filter/part-00000.json": b"{}",
+    }
+    for rel, data in files.items():
+        write_bytes(f"{folder}/{rel}", data)
+    shards = list_shards(folder)
+    assert shards == [f"{folder}/{rel}" for rel in ("extra-data.jsonl.bz2", "part-00000.jsonl", "sub/more.JSONL")]
+    assert [d["id"] for s in shards for d in read_documents(s)] == ["b-0", "b-1", "a-0", "a-1", "c-0", "c-1"]
+    write_bytes(f"{folder}/notes.txt", b"x")
+    with pytest.raises(BadShardError, match=r"holds 1 file\(s\) that are not document shards: notes\.txt"):
+        list_shards(folder)

@@ -94,6 +94,7 @@ def sigterm_interrupts_the_run() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    _terminated.clear()
 
     def handler(signum, frame):
         _terminated.set()

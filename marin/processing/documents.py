@@ -119,17 +119,12 @@ def shard_name(index: int) -> str:
 def shard_format(path: str) -> tuple[str, str | None] | None:
     """("jsonl" or "parquet", compression or None) of a document shard, from its name (case aside);
     None when the name is not one of a format marin reads."""
-    name = path.rsplit("/", 1)[-1].lower()
-    if name.endswith(PARQUET_NAMES):
+    suffix = _format_suffix(path.rsplit("/", 1)[-1]).lower()
+    if not suffix:
+        return None
+    if suffix.endswith(PARQUET_NAMES):
         return "parquet", None
-    compression = None
-    for suffix, kind in COMPRESSIONS.items():
-        if name.endswith(suffix):
-            name, compression = name[: -len(suffix)], kind
-            break
-    if name.endswith(JSONL_NAMES):
-        return "jsonl", compression
-    return None
+    return "jsonl", next((kind for end, kind in COMPRESSIONS.items() if suffix.endswith(end)), None)
 
 
 def _format_suffix(name: str) -> str:
