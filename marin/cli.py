@@ -351,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return ns.fn(ns) or 0
     except KeyboardInterrupt:
-        return 130
+        from marin.execution.interrupts import interrupted_exit_code
+
+        return interrupted_exit_code()
     except ConfigError as exc:
         report(exc)
         return 2

@@ -27,9 +27,11 @@ from dataclasses import dataclass
 
 from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
 from marin.execution.authoring import ExecutorStep
+from marin.execution.document_counts import kept_removed_notes
 from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
-from marin.execution.interrupts import LEFT_FOR_RERUN
+from marin.execution.input_fingerprints import changed_input_lines, with_input_fingerprints
+from marin.execution.interrupts import LEFT_FOR_RERUN, sigterm_interrupts_the_run
 from marin.execution.plan_reports import plan_report_lines
 from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
 from marin.execution.provenance import dump_json, run_provenance, who
@@ -226,7 +228,8 @@ class Executor:
         if not record_exists:
             self._write_record(plan, record_path, run)
         sweep_dead_runs(self.prefix, run["run_id"])
-        outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
+        with sigterm_interrupts_the_run():
+            outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
         with _ctrl_c_deferred(interrupted):
             self._append_run(record_path, plan, outcomes, started, run)
         if interrupted:
@@ -402,12 +405,13 @@ class Executor:
     ) -> StepTask:
         resources = p.step.resources
         referenced = {d.output_path: references[d.step] for d in p.dependencies if d.step in references}
+        config = instantiate_config(p, plan)
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan),
-            info=step_info(p, plan, run),
+            config=config,
+            info=with_input_fingerprints(step_info(p, plan, run), config),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun,
@@ -469,7 +473,7 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
         print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
-    for line in plan_report_lines(decisions):
+    for line in changed_input_lines(decisions) + plan_report_lines(decisions):
         print(line, file=file)
 
 
@@ -484,6 +488,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     )
     if show and len(show) <= 200:
         width = max(len(d.planned.relative_output_path) for d in show)
+        ran = [d.planned.output_path for d in show if outcomes[d.planned].status is Outcome.SUCCESS]
+        documents = kept_removed_notes(ran)
         print(f"  {'outcome':<13} {'time':>8}  {'step output':<{width}}", file=file)
         for d in show:
             o = outcomes[d.planned]
@@ -491,7 +497,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
             err = f"  {o.error}" if o.error and o.status is not Outcome.DEP_FAILED else ""
             if o.status is Outcome.REUSED:
                 err = f"  from {o.extra['reused_from']['path']}"
-            print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)
+            note = documents.get(d.planned.output_path, "")
+            print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}{note}", file=file)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     print(f"{len(decisions)} steps: {summary}", file=file)
     if counts.keys() <= {Outcome.SKIPPED}:

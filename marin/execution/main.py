@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from marin.execution.authoring import ExecutorStep
+from marin.execution.interrupts import interrupted_exit_code
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def executor_main(
     except ExecutorRunError:
         sys.exit(1)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(interrupted_exit_code())
     except (PlanError, ValueError, TypeError) as exc:
         if cfg.traceback:
             traceback.print_exc()
