@@ -324,8 +324,8 @@ class PatchFinding:
 
 _HUNK = r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@"
 
-_QUOTED_ASSIGNMENT = r"(?P<name>\b[A-Za-z_][\w.\-]*)[\"']?\s*[:=]\s*(?P<q>[\"'])(?P<secret>[^\"'\s<>{}$]{8,})(?P=q)"
-"""In code: a credential-named name given a literal string of 8 or more characters (`API_KEY = "..."`)."""
+_QUOTED_ASSIGNMENT = r"(?P<name>\b[A-Za-z_][\w.\-]*)[\"']?\s*[:=]\s*(?P<q>[\"'])(?P<secret>[^\"'\s<>{}$]{12,})(?P=q)"
+"""In code: a credential-named name given a literal string of 12 or more characters (`API_KEY = "..."`)."""
 
 
 def _line_kinds(line: str) -> list[str]:
