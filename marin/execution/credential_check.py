@@ -18,41 +18,66 @@ from the environment (for HTTP, `~/.netrc` or the file `NETRC` names; docs/recor
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from marin.execution.authoring import InputName, VersionedValue
-from marin.provenance.redaction import _is_placeholder, _redact_shapes, credential_env_name, credential_name
+from marin.provenance.redaction import (
+    _is_placeholder,
+    _redact_shapes,
+    credential_env_name,
+    credential_name,
+)
 from marin.provenance.redaction import strip_userinfo as _strip_text
 from marin.stepkit.config import OutputName
 
 
-def credential_fields(config: Any, where: str = "") -> list[str]:
-    """`field (why)` for each place of `config` (a dataclass, nested ones, lists and dicts) holding a credential."""
-    found: list[str] = []
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """(name, whether it names a credential) of each field of a dataclass."""
+    return tuple((f.name, credential_name(f.name)) for f in dataclasses.fields(cls))
 
-    def visit(value: Any, path: str, name: str) -> None:
-        if isinstance(value, VersionedValue):
+
+def credential_fields(config: Any, where: str = "") -> list[str]:
+    """`field (why)` for each place of `config` (a dataclass, nested ones, lists and dicts) holding a credential.
+
+    Every string of the config is searched for token shapes in one text (most configs hold none), then,
+    when one is found, string by string to name the field."""
+    found: list[str] = []
+    strings: list[tuple[str, str]] = []
+
+    def visit(value: Any, path: str, named: bool) -> None:
+        cls = type(value)
+        if cls is VersionedValue:
             value = value.value
-        if isinstance(value, InputName | OutputName) or value is None:
-            return
-        if isinstance(value, str):
-            if value and name and credential_name(name) and not _is_placeholder(value):
+            cls = type(value)
+        if cls is str or isinstance(value, str):
+            if named and value and not _is_placeholder(value):
                 found.append(f"{path} (its name says it is a credential)")
-                return
-            kinds = [k for k in _redact_shapes(value, remember=False, assignments=False)[1] if k != "URL password"]
-            found.extend(f"{path} (it holds {kind})" for kind in dict.fromkeys(kinds))
+            elif value:
+                strings.append((path, value))
+        elif value is None or cls is InputName or cls is OutputName or cls in (int, float, bool):
+            return
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for f in dataclasses.fields(value):
-                visit(getattr(value, f.name), f"{path}.{f.name}" if path else f.name, f.name)
+            for name, secret in _fields(cls):
+                visit(getattr(value, name), f"{path}.{name}" if path else name, secret)
         elif isinstance(value, dict):
             for key, item in value.items():
-                visit(item, f"{path}[{key!r}]", "")
+                visit(item, f"{path}[{key!r}]", False)
         elif isinstance(value, list | tuple):
             for i, item in enumerate(value):
-                visit(item, f"{path}[{i}]", "")
+                visit(item, f"{path}[{i}]", False)
 
-    visit(config, where, "")
+    visit(config, where, False)
+    if strings and _shape_kinds("\n".join(v for _, v in strings)):
+        for path, value in strings:
+            found.extend(f"{path} (it holds {kind})" for kind in _shape_kinds(value))
     return found
+
+
+def _shape_kinds(text: str) -> list[str]:
+    kinds = _redact_shapes(text, remember=False, assignments=False)[1]
+    return [k for k in dict.fromkeys(kinds) if k != "URL password"]
 
 
 def credential_env(resources: Any) -> list[str]:

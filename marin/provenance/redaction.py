@@ -73,6 +73,7 @@ def _parts(name: str) -> list[str]:
     return [p for p in re.split(r"[^a-z0-9]+", name.lower()) if p]
 
 
+@functools.lru_cache(maxsize=4096)
 def credential_name(name: str) -> bool:
     """Whether a config field, an assignment or an environment variable called `name` holds a credential:
     it contains a stem of CREDENTIAL_STEMS or has a part in CREDENTIAL_PARTS (`max_tokens`, `tokenizer`,
@@ -99,32 +100,39 @@ def _secret_flag(flag: str) -> bool:
     return credential_name(name) or "key" in _parts(name)
 
 
-TOKEN_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("an AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b"),
-    ("a GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b"),
-    ("a GitHub token", r"\bgithub_pat_[A-Za-z0-9_]{22,}\b"),
-    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
-    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    ("an API secret key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}"),
-    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    ("a JSON web token", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    ("a private key", r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----"),
+TOKEN_PATTERNS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("an AWS access key id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b", ("akia", "asia", "abia", "acca")),
+    ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}\b", ("hf_",)),
+    ("a GitHub token", r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{36,}\b", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    ("a GitHub token", r"\bgithub_pat_[A-Za-z0-9_]{22,}\b", ("github_pat_",)),
+    ("a GitLab token", r"\bglpat-[A-Za-z0-9_\-]{20,}", ("glpat-",)),
+    ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", ("xox",)),
+    ("an API secret key", r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    ("a Google API key", r"\bAIza[0-9A-Za-z_\-]{35}\b", ("aiza",)),
+    ("a JSON web token", r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ("eyj",)),
+    ("a private key", r"-----BEGIN (?:[A-Z]+ )?PRIVATE KEY-----", ("private key",)),
     (
         "an Authorization header",
-        r"(?i:\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)(?P<secret>(?!(?i:bearer|basic|token|digest)\b)[A-Za-z0-9\-._~+/]{6,}=*)",
+        r"(?i:\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
+        r"(?P<secret>(?!(?i:bearer|basic|token|digest)\b)[A-Za-z0-9\-._~+/]{6,}=*)",
+        ("authorization",),
     ),
-    ("a bearer token", r"\b(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)"),
+    ("a bearer token", r"\b(?i:bearer)\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)", ("bearer",)),
 )
-"""Well-known credential shapes, found wherever they appear; where a pattern has a `secret` group only that
-group is replaced (`Authorization: Bearer <redacted>`). Compiled on first use, by `re`'s cache: a process
-that never writes a record or a log does not pay for them."""
+"""Well-known credential shapes (kind, pattern, triggers), found wherever they appear; where a pattern has a
+`secret` group only that group is replaced (`Authorization: Bearer <redacted>`). A pattern is tried only on
+text whose lowercase holds one of its triggers (a plain substring search, far cheaper than the pattern), and
+in a long text only on the lines that do."""
 
 ASSIGNMENT = (
     r"(?P<name>\b[\w.\-]*?(?i:pass|pwd|secret|token|cred|auth|api.?key|access.?key|private.?key|cookie)"
     r"[\w.\-]*)[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&)}\]<>]+)"
 )
 """`name=value`, `name: value`, `"name": "value"`: the value is a credential when `credential_name(name)`."""
+ASSIGNMENT_TRIGGERS = ("pass", "pwd", "secret", "token", "cred", "auth", "key", "cookie")
+
+LONG_TEXT = 4096
+"""A text longer than this is redacted line by line, only on the lines holding a trigger."""
 
 URL_PASSWORD = r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s\"']*:)(?P<password>[^@/\s\"']+)(?=@)"
 """`scheme://user:PASSWORD@`: the password of a URL's user-info."""
@@ -139,6 +147,8 @@ _PLACEHOLDER = (
 credential (`None`, `true`, a small number): kept."""
 
 _NOT_SECRET_VALUES = frozenset({"bearer", "basic", "digest", "token"})
+_VERSION = re.compile(r"v?\d+(?:\.\d+)+[\w.+\-]*")
+"""`2.63.0`, `v1.2rc1`: a version, not a credential, as the value of `"google-auth": ...`."""
 
 MIN_ENV_VALUE = 6
 """A credential-named environment variable's value shorter than this is not masked (`1`, `true`, `none`)."""
@@ -151,11 +161,18 @@ _environment_seen: dict[str, str] = {}
 
 
 @functools.cache
-def _any_shape() -> re.Pattern:
-    """Every shape in one pattern: a line it finds nothing in (almost every log line) skips the passes."""
-    shapes = (URL_PASSWORD, ASSIGNMENT, *(p for _, p in TOKEN_PATTERNS))
-    unnamed = (re.sub(r"\(\?P<\w+>", "(?:", p) for p in shapes)
-    return re.compile("|".join(f"(?:{p})" for p in unnamed))
+def _shapes() -> tuple[tuple[str, re.Pattern, str | int, tuple[str, ...]], ...]:
+    """(kind, compiled pattern, the group it replaces, triggers) of every shape, in the order they apply; the
+    credential-named assignment last."""
+    shapes = [("URL password", URL_PASSWORD, ("://",))]
+    shapes += TOKEN_PATTERNS
+    shapes.append(("a credential-named value", ASSIGNMENT, ASSIGNMENT_TRIGGERS))
+    out = []
+    for kind, pattern, triggers in shapes:
+        compiled = re.compile(pattern)
+        group = "password" if "password" in compiled.groupindex else "secret" if "secret" in compiled.groupindex else 0
+        out.append((kind, compiled, group, triggers))
+    return tuple(out)
 
 
 def _remember(value: str) -> None:
@@ -190,8 +207,6 @@ def redact_text(text: str) -> str:
     for value in _known_longest_first:
         if value in text:
             text = text.replace(value, REDACTED)
-    if not _any_shape().search(text):
-        return text
     return _redact_shapes(text, remember=False)[0]
 
 
@@ -220,8 +235,11 @@ def strip_userinfo(text: str) -> str:
     return re.sub(URL_USERINFO, r"\g<scheme>", text)
 
 
+_placeholder = re.compile(_PLACEHOLDER)
+
+
 def _is_placeholder(value: str) -> bool:
-    return value == REDACTED or bool(re.match(_PLACEHOLDER, value))
+    return value == REDACTED or _placeholder.match(value) is not None
 
 
 @dataclass(frozen=True)
@@ -280,31 +298,59 @@ def _redact_shapes(text: str, remember: bool = True, assignments: bool = True) -
     """`text` with URL passwords, token shapes and (with `assignments`) credential-named assignments
     replaced, and what kinds were found (one per place); with `remember`, the values found are redacted from
     every later `redact_text` too."""
+    low = text.lower()
+    shapes = [
+        shape
+        for shape in _shapes()
+        if (assignments or shape[0] != "a credential-named value") and any(t in low for t in shape[3])
+    ]
+    if not shapes:
+        return text, []
     found: list[str] = []
+    if len(text) <= LONG_TEXT or len(low) != len(text):
+        return _apply(text, shapes, remember, found), found
+    spans = sorted({_line_of(low, i) for _, _, _, triggers in shapes for t in triggers for i in _finds(low, t)})
+    out, pos = [], 0
+    for start, end in spans:
+        if start < pos:
+            continue
+        out += [text[pos:start], _apply(text[start:end], shapes, remember, found)]
+        pos = end
+    out.append(text[pos:])
+    return "".join(out), found
 
-    def replace(kind: str, group: str):
-        def sub(m: re.Match) -> str:
+
+def _finds(text: str, sub: str):
+    i = text.find(sub)
+    while i >= 0:
+        yield i
+        i = text.find(sub, i + len(sub))
+
+
+def _line_of(text: str, i: int) -> tuple[int, int]:
+    end = text.find("\n", i)
+    return text.rfind("\n", 0, i) + 1, len(text) if end < 0 else end
+
+
+def _apply(text: str, shapes: list, remember: bool, found: list[str]) -> str:
+    for kind, pattern, group, _ in shapes:
+
+        def sub(m: re.Match, kind=kind, group=group) -> str:
             value = m[group]
             if _is_placeholder(value):
                 return m[0]
-            if group == "secret" and "name" in m.re.groupindex:
-                if not credential_name(m["name"]) or value.lower() in _NOT_SECRET_VALUES:
-                    return m[0]
+            if kind == "a credential-named value" and (
+                not credential_name(m["name"]) or value.lower() in _NOT_SECRET_VALUES or _VERSION.fullmatch(value)
+            ):
+                return m[0]
             if remember:
                 _remember(value)
             found.append(kind)
             start, end = m.span(group)
             return m[0][: start - m.start()] + REDACTED + m[0][end - m.start() :]
 
-        return sub
-
-    text = re.sub(URL_PASSWORD, replace("URL password", "password"), text)
-    for kind, pattern in TOKEN_PATTERNS:
-        group = "secret" if "(?P<secret>" in pattern else 0
-        text = re.sub(pattern, replace(kind, group), text)
-    if assignments:
-        text = re.sub(ASSIGNMENT, replace("a credential-named value", "secret"), text)
-    return text, found
+        text = pattern.sub(sub, text)
+    return text
 
 
 @dataclass(frozen=True)
