@@ -58,7 +58,7 @@ CREDENTIAL_STEMS = (
 `aws_secret_access_key`) names a credential."""
 
 CREDENTIAL_PARTS = frozenset({"pwd", "pass", "creds", "token", "auth", "authorization", "cookie", "pat", "sas"})
-"""A name one of whose parts (split at anything but letters and digits) is one of these names a credential."""
+"""A name whose last part (split at anything but letters and digits) is one of these names a credential."""
 
 TOKENIZER_WORDS = frozenset(
     {"eos", "bos", "pad", "unk", "sep", "cls", "mask", "start", "end", "eot", "special", "image", "vocab", "new"}
@@ -76,13 +76,13 @@ def _parts(name: str) -> list[str]:
 @functools.lru_cache(maxsize=4096)
 def credential_name(name: str) -> bool:
     """Whether a config field, an assignment or an environment variable called `name` holds a credential:
-    it contains a stem of CREDENTIAL_STEMS or has a part in CREDENTIAL_PARTS (`max_tokens`, `tokenizer`,
-    `text_key` and `eos_token` do not)."""
+    it contains a stem of CREDENTIAL_STEMS or its last part is in CREDENTIAL_PARTS (`max_tokens`,
+    `tokenizer`, `text_key`, `token_env`, `RAY_AUTH_MODE` and `eos_token` do not)."""
     parts = _parts(name)
     joined = "".join(parts)
     if any(stem in joined for stem in CREDENTIAL_STEMS):
         return True
-    if not any(p in CREDENTIAL_PARTS for p in parts):
+    if not parts or parts[-1] not in CREDENTIAL_PARTS:
         return False
     return not (parts[-1] == "token" and len(parts) > 1 and parts[-2] in TOKENIZER_WORDS)
 
