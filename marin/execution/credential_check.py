@@ -33,51 +33,67 @@ from marin.stepkit.config import OutputName
 
 
 @functools.cache
-def _fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """(name, whether it names a credential) of each field of a dataclass."""
-    return tuple((f.name, credential_name(f.name)) for f in dataclasses.fields(cls))
+def _fields(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The field names of a dataclass, and those of them that name a credential."""
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    return names, frozenset(n for n in names if credential_name(n))
+
+
+_LEAVES = frozenset({int, float, bool, type(None), InputName, OutputName})
 
 
 def credential_fields(config: Any, where: str = "") -> list[str]:
     """`field (why)` for each place of `config` (a dataclass, nested ones, lists and dicts) holding a credential.
-
-    Every string of the config is searched for token shapes in one text (most configs hold none), then,
-    when one is found, string by string to name the field."""
+    Planning calls this for every step, so a leaf is handled in its container's loop, not by a call."""
     found: list[str] = []
-    strings: list[tuple[str, str]] = []
 
-    def visit(value: Any, path: str, named: bool) -> None:
+    def leaf(value: Any, name: Any, named: bool, where: str) -> bool:
+        """Handles `value` when it is a leaf (and says so); `name` is the field's name or the item's index."""
         cls = type(value)
         if cls is VersionedValue:
             value = value.value
             cls = type(value)
-        if cls is str or isinstance(value, str):
-            if named and value and not _is_placeholder(value):
-                found.append(f"{path} (its name says it is a credential)")
-            elif value:
-                strings.append((path, value))
-        elif value is None or cls is InputName or cls is OutputName or cls in (int, float, bool):
-            return
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for name, secret in _fields(cls):
-                visit(getattr(value, name), f"{path}.{name}" if path else name, secret)
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                visit(item, f"{path}[{key!r}]", False)
-        elif isinstance(value, list | tuple):
-            for i, item in enumerate(value):
-                visit(item, f"{path}[{i}]", False)
+        if cls in _LEAVES:
+            return True
+        if cls is not str and not isinstance(value, str):
+            return False
+        if value:
+            if named and not _is_placeholder(value):
+                found.append(f"{_path(where, name)} (its name says it is a credential)")
+            else:
+                found.extend(f"{_path(where, name)} (it holds {kind})" for kind in _shape_kinds(value))
+        return True
 
-    visit(config, where, False)
-    if strings and _shape_kinds("\n".join(v for _, v in strings)):
-        for path, value in strings:
-            found.extend(f"{path} (it holds {kind})" for kind in _shape_kinds(value))
+    def visit(value: Any, where: str) -> None:
+        if isinstance(value, VersionedValue):
+            value = value.value
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            names, secrets = _fields(type(value))
+            for name in names:
+                item = getattr(value, name)
+                if not leaf(item, name, name in secrets, where):
+                    visit(item, _path(where, name))
+        elif isinstance(value, dict | list | tuple):
+            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+                if not leaf(item, [key], False, where):
+                    visit(item, _path(where, [key]))
+
+    if not leaf(config, "", False, where):
+        visit(config, where)
     return found
 
 
-def _shape_kinds(text: str) -> list[str]:
+def _path(where: str, name: Any) -> str:
+    if isinstance(name, list):
+        return f"{where}[{name[0]!r}]"
+    return f"{where}.{name}" if where and name else where or name
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shape_kinds(text: str) -> tuple[str, ...]:
+    """The token shapes in a config string (remembered: configs repeat their strings from step to step)."""
     kinds = _redact_shapes(text, remember=False, assignments=False)[1]
-    return [k for k in dict.fromkeys(kinds) if k != "URL password"]
+    return tuple(k for k in dict.fromkeys(kinds) if k != "URL password")
 
 
 def credential_env(resources: Any) -> list[str]:

@@ -175,6 +175,13 @@ def _shapes() -> tuple[tuple[str, re.Pattern, str | int, tuple[str, ...]], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _triggers(assignments: bool) -> tuple[str, ...]:
+    """Every shape's triggers in one tuple (with or without the assignment's)."""
+    shapes = _shapes() if assignments else [s for s in _shapes() if s[0] != "a credential-named value"]
+    return tuple(dict.fromkeys(t for shape in shapes for t in shape[3]))
+
+
 def _remember(value: str) -> None:
     global _known_longest_first
     if len(value) < 4 or value == REDACTED:
@@ -299,10 +306,12 @@ def _redact_shapes(text: str, remember: bool = True, assignments: bool = True) -
     replaced, and what kinds were found (one per place); with `remember`, the values found are redacted from
     every later `redact_text` too."""
     low = text.lower()
+    if not any(map(low.__contains__, _triggers(assignments))):
+        return text, []
     shapes = [
         shape
         for shape in _shapes()
-        if (assignments or shape[0] != "a credential-named value") and any(t in low for t in shape[3])
+        if (assignments or shape[0] != "a credential-named value") and any(map(low.__contains__, shape[3]))
     ]
     if not shapes:
         return text, []
