@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from marin.browser.app import create_app
 from marin.download.download import DownloadConfig, download
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, ResourceConfig, versioned
+from marin.execution.failure_logs import last_error_line
 from marin.execution.planning import PlanError
 from marin.execution.provenance import dump_json
 from marin.provenance.redaction import credential_env_name, credential_name, redact_argv, redact_text
@@ -192,3 +193,9 @@ def test_the_browser_redacts_a_log_written_before_redaction(tmp_path):
     assert tail["text"] == "INFO connecting with password=<redacted>\n"
     page = client.get("/file/0/routes/old-0123abcd/.executor_logs/001.log")
     assert page.status_code == 200 and SECRET not in page.text and "password=&lt;redacted&gt;" in page.text
+
+
+def test_the_failed_steps_summary_line_is_redacted_from_a_log_written_before_redaction(tmp_path):
+    log = tmp_path / "001.log"
+    log.write_text(f"starting\nConnectionError: login refused for user=lab password={SECRET}\n")
+    assert last_error_line(str(log)) == "ConnectionError: login refused for user=lab password=<redacted>"
