@@ -53,6 +53,7 @@ def test_names_that_say_credential_and_names_that_do_not():
     assert credential_env_name("OPENAI_API_KEY") and credential_env_name("AWS_SECRET_ACCESS_KEY")
     assert credential_env_name("MY_SERVICE_TOKEN") and credential_env_name("DB_PASSWORD_FILE")
     assert not credential_env_name("TOKENIZERS_PARALLELISM") and not credential_env_name("HOME")
+    assert not credential_env_name("PWD") and not credential_env_name("RAY_AUTH_MODE")
 
 
 @pytest.mark.parametrize(

@@ -89,8 +89,14 @@ def credential_name(name: str) -> bool:
 
 def credential_env_name(name: str) -> bool:
     """Whether the environment variable `name` holds a credential: `credential_name`, or a name ending in
-    `_KEY` (`OPENAI_API_KEY`, `GPG_KEY`, `AWS_ACCESS_KEY_ID` is caught by its `ACCESS_KEY`)."""
+    `_KEY` (`OPENAI_API_KEY`, `GPG_KEY`, `AWS_ACCESS_KEY_ID` is caught by its `ACCESS_KEY`); not `PWD`."""
+    if name.upper() in NOT_CREDENTIAL_VARIABLES:
+        return False
     return credential_name(name) or _parts(name)[-1:] == ["key"]
+
+
+NOT_CREDENTIAL_VARIABLES = frozenset({"PWD", "OLDPWD"})
+"""The shell's working directories: named like a password (`pwd`), holding a path."""
 
 
 def _secret_flag(flag: str) -> bool:
