@@ -40,6 +40,7 @@ from marin.browser.runs_table import runs_page
 from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
 from marin.browser.summaries import CurveOptions
+from marin.provenance.redaction import redact_html, redact_text
 from marin.storage.layout import LOGS_DIR
 from marin.storage.layout import status_path as layout_status_path
 
@@ -93,7 +94,7 @@ class SecurityHeaders:
 
 
 def _html(body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+    return HTMLResponse(redact_html(body), status_code=status, headers=SECURITY_HEADERS)
 
 
 def create_app(roots: list[str], storage_options: dict[str, dict] | None = None) -> Starlette:
@@ -185,7 +186,7 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
                 state = root.fs.cat_file(status_file).decode("utf-8", "replace").strip()
             except FileNotFoundError:
                 state = "NOT_STARTED"
-            return {"offset": size, "text": text, "state": state, "skipped": start > offset}
+            return {"offset": size, "text": redact_text(text), "state": state, "skipped": start > offset}
 
         return JSONResponse(await _run(read), headers=SECURITY_HEADERS)
 

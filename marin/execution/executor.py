@@ -40,6 +40,7 @@ from marin.execution.reuse import CacheFrom, plan_reuse, read_references
 from marin.execution.run_result import RunResult
 from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
+from marin.provenance.redaction import redact_value
 from marin.provenance.references import code_fingerprint, script_path
 from marin.storage import append_line, create_if_absent, exists, join
 from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
@@ -298,7 +299,7 @@ class Executor:
         }
         if external:
             line.extra["external_inputs"] = external
-        append_line(runs_file(record_path), json.dumps(line.to_json(), sort_keys=True))
+        append_line(runs_file(record_path), json.dumps(redact_value(line.to_json()), sort_keys=True))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict

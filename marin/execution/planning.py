@@ -32,6 +32,7 @@ from typing import Any
 
 from marin.execution.authoring import ExecutorStep, InputName, OutputName, VersionedValue, resolve_markers
 from marin.execution.canonical import UnversionableValueError, hash8, to_canonical
+from marin.execution.credential_check import checked_scan
 from marin.stepkit.config import (
     VERSIONED,
     StepConfig,
@@ -256,7 +257,7 @@ def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
             step, next_input = stack[-1]
             scan = scans.get(step)
             if scan is None:
-                scan = scans[step] = _scan(step)
+                scan = scans[step] = checked_scan(step, _scan(step), PlanError)
             inputs = scan[1]
             while next_input < len(inputs):
                 dep_step = inputs[next_input][1].step

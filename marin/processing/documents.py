@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import fsspec
 
+from marin.provenance.redaction import redact_value
 from marin.storage import read_bytes_many, write_bytes
 
 logger = logging.getLogger(__name__)
@@ -563,8 +564,9 @@ def _line(doc: dict) -> bytes:
 
 
 def write_json(path: str, obj) -> None:
-    """Sorted, indented JSON published atomically (marin.storage.write_bytes)."""
-    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+    """Sorted, indented JSON published atomically (marin.storage.write_bytes), its strings redacted
+    (`marin.provenance.redaction`: stats and provenance files are published with the outputs)."""
+    write_bytes(path, (json.dumps(redact_value(obj), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
 def read_json_many(paths: list[str]) -> list:
