@@ -156,8 +156,9 @@ _NOT_SECRET_VALUES = frozenset({"bearer", "basic", "digest", "token"})
 _VERSION = re.compile(r"v?\d+(?:\.\d+)+[\w.+\-]*")
 """`2.63.0`, `v1.2rc1`: a version, not a credential, as the value of `"google-auth": ...`."""
 
-MIN_ENV_VALUE = 6
-"""A credential-named environment variable's value shorter than this is not masked (`1`, `true`, `none`)."""
+MIN_REMEMBERED = 6
+"""A value shorter than this is not remembered (it is still replaced where it was found): masking every
+`true`, `8080` (`-p 8080`) or `text` (`--text_key text`) in every later log line would hide more than it keeps."""
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
@@ -190,7 +191,7 @@ def _triggers(assignments: bool) -> tuple[str, ...]:
 
 def _remember(value: str) -> None:
     global _known_longest_first
-    if len(value) < 4 or value == REDACTED:
+    if len(value) < MIN_REMEMBERED or value == REDACTED:
         return
     forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
     with _known_lock:
@@ -202,13 +203,13 @@ def _remember(value: str) -> None:
 
 def remember_environment(environ: Mapping[str, str] | None = None) -> None:
     """Remembers the value of every credential-named variable of `environ` (default `os.environ`) at least
-    MIN_ENV_VALUE long, so that `redact_text` masks it wherever a step prints it."""
+    MIN_REMEMBERED long, so that `redact_text` masks it wherever a step prints it."""
     environ = os.environ if environ is None else environ
     for name, value in list(environ.items()):
         if _environment_seen.get(name) == value:
             continue
         _environment_seen[name] = value
-        if len(value) >= MIN_ENV_VALUE and credential_env_name(name) and not _is_placeholder(value):
+        if len(value) >= MIN_REMEMBERED and credential_env_name(name) and not _is_placeholder(value):
             _remember(value)
 
 
