@@ -131,19 +131,19 @@ text whose lowercase holds one of its triggers (a plain substring search, far ch
 in a long text only on the lines that do."""
 
 ASSIGNMENT = (
-    r"(?P<name>\b[\w.\-]*?(?i:pass|pwd|secret|token|cred|auth|api.?key|access.?key|private.?key|cookie)"
-    r"[\w.\-]*)[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&)}\]<>]+)"
+    r"(?i:pass|pwd|secret|token|cred|auth|key|cookie)[\w.\-]*[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&)}\]<>]+)"
 )
-"""`name=value`, `name: value`, `"name": "value"`: the value is a credential when `credential_name(name)`."""
+"""`name=value`, `name: value`, `"name": "value"`: the value is a credential when `credential_name(name)`, the
+name running from the word before the match's start (the pattern starts at its stem, which `re` finds fast)."""
 ASSIGNMENT_TRIGGERS = ("pass", "pwd", "secret", "token", "cred", "auth", "key", "cookie")
 
 LONG_TEXT = 4096
 """A text longer than this is redacted line by line, only on the lines holding a trigger."""
 
-URL_PASSWORD = r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s\"']*:)(?P<password>[^@/\s\"']+)(?=@)"
+URL_PASSWORD = r"(?<=[A-Za-z0-9+.\-])://[^:/?#@\s\"']*:(?P<password>[^@/\s\"']+)(?=@)"
 """`scheme://user:PASSWORD@`: the password of a URL's user-info."""
 
-URL_USERINFO = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#@\s\"']+@"
+URL_USERINFO = r"(?<=[A-Za-z0-9+.\-])://[^/?#@\s\"']+@"
 """`scheme://USERINFO@`: all of a URL's user-info."""
 
 _PLACEHOLDER = (
@@ -246,7 +246,7 @@ def strip_userinfo(text: str) -> str:
     the form a config value is stored and hashed in."""
     if "@" not in text or "://" not in text:
         return text
-    return re.sub(URL_USERINFO, r"\g<scheme>", text)
+    return re.sub(URL_USERINFO, "://", text)
 
 
 _placeholder = re.compile(_PLACEHOLDER)
@@ -348,6 +348,16 @@ def _line_of(text: str, i: int) -> tuple[int, int]:
     return text.rfind("\n", 0, i) + 1, len(text) if end < 0 else end
 
 
+_NAME_TAIL = re.compile(r"[\w.\-]*")
+_NAME_HEAD = re.compile(r"[\w.\-]*$")
+
+
+def _assigned_name(m: re.Match) -> str:
+    """The whole name an assignment's match starts inside (`db_password` for a match at `password`)."""
+    head = _NAME_HEAD.search(m.string, max(0, m.start() - 200), m.start())
+    return m.string[head.start() : m.start()] + _NAME_TAIL.match(m.string, m.start())[0]
+
+
 def _apply(text: str, shapes: list, remember: bool, found: list[str]) -> str:
     for kind, pattern, group, _ in shapes:
 
@@ -356,7 +366,9 @@ def _apply(text: str, shapes: list, remember: bool, found: list[str]) -> str:
             if _is_placeholder(value):
                 return m[0]
             if kind == "a credential-named value" and (
-                not credential_name(m["name"]) or value.lower() in _NOT_SECRET_VALUES or _VERSION.fullmatch(value)
+                not credential_name(_assigned_name(m))
+                or value.lower() in _NOT_SECRET_VALUES
+                or _VERSION.fullmatch(value)
             ):
                 return m[0]
             if remember:
