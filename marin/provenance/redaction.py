@@ -252,8 +252,18 @@ def strip_userinfo(text: str) -> str:
 _placeholder = re.compile(_PLACEHOLDER)
 
 
-def _is_placeholder(value: str) -> bool:
+def is_placeholder(value: str) -> bool:
+    """Whether `value` stands in for a credential rather than being one (`<password>`, `$PASS`, `HF_TOKEN`,
+    `None`, a small number)."""
     return value == REDACTED or _placeholder.match(value) is not None
+
+
+_is_placeholder = is_placeholder
+
+
+def shapes_in(text: str) -> list[str]:
+    """The kinds of credential shape in `text` (URL passwords and token shapes; not assignments), one per place."""
+    return _redact_shapes(text, remember=False, assignments=False)[1]
 
 
 @dataclass(frozen=True)
