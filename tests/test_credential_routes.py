@@ -147,7 +147,9 @@ def test_a_download_url_without_user_info_takes_its_credentials_from_netrc(tmp_p
     with BasicAuthServer({"data/docs.jsonl": data}, f"lab:{SECRET}") as server:
         config = DownloadConfig(source=f"http://{server.host}/data", files=("docs.jsonl",))
         monkeypatch.setenv("NETRC", str(tmp_path / "missing"))
-        with pytest.raises(FileNotFoundError, match="docs.jsonl"):
+        with pytest.raises(
+            PermissionError, match=r"docs.jsonl: .* answered HTTP 401: give the host's credentials in ~/.netrc"
+        ):
             download(DownloadConfig(**{**config.__dict__, "output_path": str(tmp_path / "without")}))
         netrc = tmp_path / "netrc"
         netrc.write_text(f"machine 127.0.0.1 login lab password {SECRET}\n")

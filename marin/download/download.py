@@ -137,6 +137,9 @@ class SourceFile:
     src: str
     expected_sha256: str | None
 
+    def __repr__(self) -> str:
+        return f"SourceFile(rel={self.rel!r}, src={strip_userinfo(self.src)!r})"
+
 
 def copy_file(config: DownloadConfig, file: SourceFile) -> dict:
     """Copy one file into the output folder (skipped when already in place); returns its provenance entry."""
@@ -161,7 +164,7 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
     tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{os.path.basename(out_path)}"
     digest, size = hashlib.sha256(), 0
     try:
-        with fs.open(src, "rb") as fi, out_fs.open(tmp, "wb") as fo:
+        with _opened(fs, src, rel) as fi, out_fs.open(tmp, "wb") as fo:
             while chunk := fi.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -177,6 +180,20 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
             out_fs.rm(tmp)
     logger.info("downloaded %s (%d bytes)", rel, size)
     return {"path": rel, "size": size, "sha256": sha, "resumed": False}
+
+
+def _opened(fs, src: str, rel: str):
+    """`fs.open(src)`; an HTTP server's refusal (401, 403: fsspec reports a FileNotFoundError) says so."""
+    try:
+        return fs.open(src, "rb")
+    except FileNotFoundError as exc:
+        status = getattr(exc.__cause__, "status", None)
+        if status in (401, 403):
+            raise PermissionError(
+                f"download: {rel}: {strip_userinfo(src)} answered HTTP {status}: give the host's credentials in "
+                "~/.netrc (or the file NETRC names), or as the source URL's user-info"
+            ) from exc
+        raise
 
 
 def download(config: DownloadConfig) -> dict:

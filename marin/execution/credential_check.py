@@ -22,12 +22,7 @@ import functools
 from typing import Any
 
 from marin.execution.authoring import InputName, VersionedValue
-from marin.provenance.redaction import (
-    _is_placeholder,
-    _redact_shapes,
-    credential_env_name,
-    credential_name,
-)
+from marin.provenance.redaction import credential_env_name, credential_name, is_placeholder, shapes_in
 from marin.provenance.redaction import strip_userinfo as _strip_text
 from marin.stepkit.config import OutputName
 
@@ -58,7 +53,7 @@ def credential_fields(config: Any, where: str = "") -> list[str]:
         if cls is not str and not isinstance(value, str):
             return False
         if value:
-            if named and not _is_placeholder(value):
+            if named and not is_placeholder(value):
                 found.append(f"{_path(where, name)} (its name says it is a credential)")
             else:
                 found.extend(f"{_path(where, name)} (it holds {kind})" for kind in _shape_kinds(value))
@@ -92,8 +87,7 @@ def _path(where: str, name: Any) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def _shape_kinds(text: str) -> tuple[str, ...]:
     """The token shapes in a config string (remembered: configs repeat their strings from step to step)."""
-    kinds = _redact_shapes(text, remember=False, assignments=False)[1]
-    return tuple(k for k in dict.fromkeys(kinds) if k != "URL password")
+    return tuple(k for k in dict.fromkeys(shapes_in(text)) if k != "URL password")
 
 
 def credential_env(resources: Any) -> list[str]:
@@ -102,7 +96,7 @@ def credential_env(resources: Any) -> list[str]:
     return [
         f"resources.env[{name!r}]"
         for name, value in env.items()
-        if value and credential_env_name(name) and not _is_placeholder(value)
+        if value and credential_env_name(name) and not is_placeholder(value)
     ]
 
 

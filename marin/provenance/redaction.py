@@ -131,19 +131,19 @@ text whose lowercase holds one of its triggers (a plain substring search, far ch
 in a long text only on the lines that do."""
 
 ASSIGNMENT = (
-    r"(?P<name>\b[\w.\-]*?(?i:pass|pwd|secret|token|cred|auth|api.?key|access.?key|private.?key|cookie)"
-    r"[\w.\-]*)[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&)}\]<>]+)"
+    r"(?i:pass|pwd|secret|token|cred|auth|key|cookie)[\w.\-]*[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"',;&)}\]<>]+)"
 )
-"""`name=value`, `name: value`, `"name": "value"`: the value is a credential when `credential_name(name)`."""
+"""`name=value`, `name: value`, `"name": "value"`: the value is a credential when `credential_name(name)`, the
+name running from the word before the match's start (the pattern starts at its stem, which `re` finds fast)."""
 ASSIGNMENT_TRIGGERS = ("pass", "pwd", "secret", "token", "cred", "auth", "key", "cookie")
 
 LONG_TEXT = 4096
 """A text longer than this is redacted line by line, only on the lines holding a trigger."""
 
-URL_PASSWORD = r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@\s\"']*:)(?P<password>[^@/\s\"']+)(?=@)"
+URL_PASSWORD = r"(?<=[A-Za-z0-9+.\-])://[^:/?#@\s\"']*:(?P<password>[^@/\s\"']+)(?=@)"
 """`scheme://user:PASSWORD@`: the password of a URL's user-info."""
 
-URL_USERINFO = r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#@\s\"']+@"
+URL_USERINFO = r"(?<=[A-Za-z0-9+.\-])://[^/?#@\s\"']+@"
 """`scheme://USERINFO@`: all of a URL's user-info."""
 
 _PLACEHOLDER = (
@@ -156,8 +156,9 @@ _NOT_SECRET_VALUES = frozenset({"bearer", "basic", "digest", "token"})
 _VERSION = re.compile(r"v?\d+(?:\.\d+)+[\w.+\-]*")
 """`2.63.0`, `v1.2rc1`: a version, not a credential, as the value of `"google-auth": ...`."""
 
-MIN_ENV_VALUE = 6
-"""A credential-named environment variable's value shorter than this is not masked (`1`, `true`, `none`)."""
+MIN_REMEMBERED = 6
+"""A value shorter than this is not remembered (it is still replaced where it was found): masking every
+`true`, `8080` (`-p 8080`) or `text` (`--text_key text`) in every later log line would hide more than it keeps."""
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
@@ -190,7 +191,7 @@ def _triggers(assignments: bool) -> tuple[str, ...]:
 
 def _remember(value: str) -> None:
     global _known_longest_first
-    if len(value) < 4 or value == REDACTED:
+    if len(value) < MIN_REMEMBERED or value == REDACTED:
         return
     forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]}
     with _known_lock:
@@ -202,13 +203,13 @@ def _remember(value: str) -> None:
 
 def remember_environment(environ: Mapping[str, str] | None = None) -> None:
     """Remembers the value of every credential-named variable of `environ` (default `os.environ`) at least
-    MIN_ENV_VALUE long, so that `redact_text` masks it wherever a step prints it."""
+    MIN_REMEMBERED long, so that `redact_text` masks it wherever a step prints it."""
     environ = os.environ if environ is None else environ
     for name, value in list(environ.items()):
         if _environment_seen.get(name) == value:
             continue
         _environment_seen[name] = value
-        if len(value) >= MIN_ENV_VALUE and credential_env_name(name) and not _is_placeholder(value):
+        if len(value) >= MIN_REMEMBERED and credential_env_name(name) and not _is_placeholder(value):
             _remember(value)
 
 
@@ -245,14 +246,24 @@ def strip_userinfo(text: str) -> str:
     the form a config value is stored and hashed in."""
     if "@" not in text or "://" not in text:
         return text
-    return re.sub(URL_USERINFO, r"\g<scheme>", text)
+    return re.sub(URL_USERINFO, "://", text)
 
 
 _placeholder = re.compile(_PLACEHOLDER)
 
 
-def _is_placeholder(value: str) -> bool:
+def is_placeholder(value: str) -> bool:
+    """Whether `value` stands in for a credential rather than being one (`<password>`, `$PASS`, `HF_TOKEN`,
+    `None`, a small number)."""
     return value == REDACTED or _placeholder.match(value) is not None
+
+
+_is_placeholder = is_placeholder
+
+
+def shapes_in(text: str) -> list[str]:
+    """The kinds of credential shape in `text` (URL passwords and token shapes; not assignments), one per place."""
+    return _redact_shapes(text, remember=False, assignments=False)[1]
 
 
 @dataclass(frozen=True)
@@ -347,6 +358,16 @@ def _line_of(text: str, i: int) -> tuple[int, int]:
     return text.rfind("\n", 0, i) + 1, len(text) if end < 0 else end
 
 
+_NAME_TAIL = re.compile(r"[\w.\-]*")
+_NAME_HEAD = re.compile(r"[\w.\-]*$")
+
+
+def _assigned_name(m: re.Match) -> str:
+    """The whole name an assignment's match starts inside (`db_password` for a match at `password`)."""
+    head = _NAME_HEAD.search(m.string, max(0, m.start() - 200), m.start())
+    return m.string[head.start() : m.start()] + _NAME_TAIL.match(m.string, m.start())[0]
+
+
 def _apply(text: str, shapes: list, remember: bool, found: list[str]) -> str:
     for kind, pattern, group, _ in shapes:
 
@@ -355,7 +376,9 @@ def _apply(text: str, shapes: list, remember: bool, found: list[str]) -> str:
             if _is_placeholder(value):
                 return m[0]
             if kind == "a credential-named value" and (
-                not credential_name(m["name"]) or value.lower() in _NOT_SECRET_VALUES or _VERSION.fullmatch(value)
+                not credential_name(_assigned_name(m))
+                or value.lower() in _NOT_SECRET_VALUES
+                or _VERSION.fullmatch(value)
             ):
                 return m[0]
             if remember:
