@@ -48,6 +48,11 @@ INTERRUPT_GRACE_S = 30.0
 leases (a step blocked in a C call notices only when the call returns); a second Ctrl-C stops waiting."""
 
 
+def _say(line: str) -> None:
+    """A line for the person at the console (the driver's log may not be shown there)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def ray_options(resources: ResourceConfig | None) -> dict:
     """A step's resources as Ray task options."""
     return (resources or ResourceConfig()).ray_options()
@@ -269,11 +274,9 @@ class Backend:
             handle.cancel()
         stopping = ask_running_steps_to_stop() if threads else []
         if stopping:
-            logger.warning(
-                "Ctrl-C: %s: saving a checkpoint at the end of the current training step, then stopping "
-                "(up to %.0f s; Ctrl-C again to stop at once)",
-                ", ".join(stopping),
-                STOP_GRACE_S,
+            _say(
+                f"Ctrl-C: {', '.join(stopping)}: saving a checkpoint at the end of the current training step, "
+                f"then stopping (up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop at once)"
             )
         if threads:
             interrupt_running_steps("not_stopping")
@@ -297,10 +300,10 @@ class Backend:
                 try:
                     collect(time.monotonic() + STOP_GRACE_S, until=lambda: not steps_stopping())
                 except KeyboardInterrupt:
-                    logger.warning("second Ctrl-C: not waiting for the checkpoint")
+                    _say("second Ctrl-C: not waiting for the checkpoint")
                 late = interrupt_running_steps("stopping")
                 if late:
-                    logger.warning("%s did not stop in time: interrupted", ", ".join(late))
+                    _say(f"{', '.join(late)} did not stop in time: interrupted")
             collect(time.monotonic() + INTERRUPT_GRACE_S)
         except KeyboardInterrupt:
             logger.warning("Ctrl-C again: not waiting for %d interrupted step(s)", len(pending))

@@ -121,26 +121,30 @@ _terminated = threading.Event()
 def sigterm_interrupts_the_run() -> Iterator[None]:
     """In the driver's main thread, SIGTERM raises KeyboardInterrupt: the run stops as after a Ctrl-C.
 
-    The block is the execution of one run: a stop request left by an earlier run of the process is withdrawn.
+    The block is the execution of one run: the stop request (marin.stepkit.stop) is withdrawn when it
+    begins and when it ends, so that none outlives the run that made it.
 
     A second SIGTERM is a second Ctrl-C (the run stops waiting for its interrupted steps). Outside the main
     thread (a run started from another thread) signals cannot be handled, and nothing changes.
     """
     clear_stop_request()
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _terminated.clear()
-
-    def handler(signum, frame):
-        _terminated.set()
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
     try:
-        yield
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        _terminated.clear()
+
+        def handler(signum, frame):
+            _terminated.set()
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        clear_stop_request()
 
 
 def interrupted_exit_code() -> int:
