@@ -62,24 +62,28 @@ def checkpoint_and_stop_on_request(checkpointers_before: set) -> Iterator[None]:
 def _save_and_stop(info, checkpointers_before: set) -> None:
     import levanter.tracker
 
+    from marin.storage import exists
     from marin.training.levanter_process import live_checkpointers
 
-    step = info.step
+    step, saved = info.step, []
     for checkpointer in live_checkpointers() - checkpointers_before:
         if step > 0:
-            # Levanter's own decision with a save interval of zero: a temporary checkpoint, replacing the
-            # previous temporary one, unless this step was already saved
+            # Levanter's own decision with the shortest save interval (zero would read as none): a temporary
+            # checkpoint, replacing the previous temporary one, unless this step was already saved
             interval = checkpointer.save_interval
-            checkpointer.save_interval = timedelta(0)
+            checkpointer.save_interval = timedelta.resolution
             try:
                 checkpointer.on_step(info)
             finally:
                 checkpointer.save_interval = interval
         checkpointer.wait_until_finished()
+        path = f"{checkpointer.base_path.rstrip('/')}/step-{step}"
+        if exists(f"{path}/metadata.json"):
+            saved.append(path)
     try:
         levanter.tracker.current_tracker().finish()
     except Exception as exc:
         logger.warning("stopping the training: writing out its trackers failed: %s", exc)
-    saved = f"saved the checkpoint of step {step}" if step > 0 else "step 0 is never saved"
-    logger.warning("stop requested: %s; the training stops there", saved)
+    what = f"saved the checkpoint of step {step} ({', '.join(saved)})" if saved else f"no checkpoint of step {step}"
+    logger.warning("stop requested: %s; the training stops there", what)
     raise RunnerInterrupted(f"stopped at step {step} on request")
