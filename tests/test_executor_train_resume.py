@@ -94,7 +94,7 @@ def test_ctrl_c_saves_the_step_the_training_reached_and_the_rerun_resumes_from_i
     (attempt,) = Path(out).glob(".executor_attempt.*")
     steps = [json.loads(line)["step"] for line in (attempt / "metrics.jsonl").read_text().splitlines()]
     reached = steps[-1]
-    assert steps == list(range(reached + 1)) and 20 <= reached < 299
+    assert steps == list(range(reached + 1)) and 0 < reached < 299
     # the step it reached is saved, and it is the only checkpoint (none periodic before the last step)
     assert sorted(p.name for p in attempt.glob("checkpoints/step-*")) == [f"step-{reached}"]
     assert (attempt / "checkpoints" / f"step-{reached}" / "metadata.json").exists()

@@ -125,7 +125,7 @@ def sigterm_interrupts_the_run() -> Iterator[None]:
     begins and when it ends, so that none outlives the run that made it.
 
     A second SIGTERM is a second Ctrl-C (the run stops waiting for its interrupted steps). Outside the main
-    thread (a run started from another thread) signals cannot be handled, and nothing changes.
+    thread (a run started from another thread) signals cannot be handled, and SIGTERM is left as it is.
     """
     clear_stop_request()
     try:
