@@ -1,6 +1,9 @@
-"""The reference training as an executor step, for the test that kills it and reruns it:
+"""The reference training as an executor step, for the tests that kill or interrupt it and rerun it:
 
-python -m tests.train_resume_dag PREFIX TOKENIZED_DATASET
+python -m tests.train_resume_dag PREFIX TOKENIZED_DATASET [long]
+
+`long`: the Ctrl-C test's variant, long enough to be interrupted in mid-training, with no periodic
+checkpoint before its last step (a checkpoint every 10,000 steps or 10 hours).
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep
 from marin.training.train import train
 from tests.training_fixtures import tiny_train_config
 
+LONG = dict(num_train_steps=300, epochs=8, checkpoint_every_steps=10_000, checkpoint_every_minutes=600.0)
 
-def build(dataset: str) -> list[ExecutorStep]:
-    config = tiny_train_config(THIS_OUTPUT_PATH, {"plays_a": dataset}, wandb_mode="disabled")
-    return [ExecutorStep("train/resumed", train, config)]
+
+def build(dataset: str, long: bool = False) -> list[ExecutorStep]:
+    config = tiny_train_config(THIS_OUTPUT_PATH, {"plays_a": dataset}, wandb_mode="disabled", **(LONG if long else {}))
+    return [ExecutorStep("train/long" if long else "train/resumed", train, config)]
 
 
 if __name__ == "__main__":
     prefix, dataset = sys.argv[1:3]
-    Executor(prefix, backend="local", experiment_name="train_resume").run(build(dataset))
+    Executor(prefix, backend="local", experiment_name="train_resume").run(build(dataset, sys.argv[3:] == ["long"]))

@@ -29,7 +29,13 @@ from typing import Any
 
 from marin.execution.attempts import finish_cleanups
 from marin.execution.authoring import ResourceConfig
-from marin.execution.interrupts import LEFT_FOR_RERUN, interrupt_running_steps
+from marin.execution.interrupts import (
+    LEFT_FOR_RERUN,
+    STOP_GRACE_S,
+    ask_running_steps_to_stop,
+    interrupt_running_steps,
+    steps_stopping,
+)
 from marin.execution.status import Outcome
 from marin.execution.step_runner import StepOutcome, StepTask, execute_step
 from marin.stepkit.sharding import RAY_SYSTEM_RETRIES
@@ -40,6 +46,11 @@ DEFAULT_LOCAL_THREADS = 8
 INTERRUPT_GRACE_S = 30.0
 """After Ctrl-C, how long the run waits for its interrupted steps to put their state back and release their
 leases (a step blocked in a C call notices only when the call returns); a second Ctrl-C stops waiting."""
+
+
+def _say(line: str) -> None:
+    """A line for the person at the console (the driver's log may not be shown there)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def ray_options(resources: ResourceConfig | None) -> dict:
@@ -254,13 +265,21 @@ class Backend:
         return results
 
     def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
-        """Ctrl-C: interrupts the steps' threads, cancels their Ray tasks, and collects what they report for up
-        to INTERRUPT_GRACE_S (less after a second Ctrl-C)."""
+        """Ctrl-C: asks the steps' threads to stop (those that honour it get up to STOP_GRACE_S to stop by
+        themselves, the others are interrupted at once), cancels their Ray tasks, and collects what they
+        report for up to INTERRUPT_GRACE_S more. A second Ctrl-C interrupts every step at once, a third
+        stops waiting."""
         threads = [h for h in handles if h not in self._refs]
         for handle in threads:
             handle.cancel()
+        stopping = ask_running_steps_to_stop() if threads else []
+        if stopping:
+            _say(
+                f"Ctrl-C: {', '.join(stopping)}: saving a checkpoint at the end of the current training step, "
+                f"then stopping (up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop at once)"
+            )
         if threads:
-            interrupt_running_steps()
+            interrupt_running_steps("not_stopping")
         for handle in handles:
             if handle in self._refs:
                 try:
@@ -269,14 +288,25 @@ class Backend:
                     logger.warning("could not cancel a step's Ray task: %s", exc)
         results = [(h, StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
         pending = [h for h in handles if not h.cancelled()]
-        deadline = time.monotonic() + INTERRUPT_GRACE_S
-        try:
-            while pending and time.monotonic() < deadline:
-                for handle, outcome in self.wait_any(pending, timeout=max(0.0, deadline - time.monotonic())):
+
+        def collect(deadline: float, until=lambda: False) -> None:
+            while pending and time.monotonic() < deadline and not until():
+                for handle, outcome in self.wait_any(pending, timeout=min(1.0, max(0.0, deadline - time.monotonic()))):
                     pending.remove(handle)
                     results.append((handle, outcome))
+
+        try:
+            if stopping:
+                try:
+                    collect(time.monotonic() + STOP_GRACE_S, until=lambda: not steps_stopping())
+                except KeyboardInterrupt:
+                    _say("second Ctrl-C: not waiting for the checkpoint")
+                late = interrupt_running_steps("stopping")
+                if late:
+                    _say(f"{', '.join(late)} did not stop in time: interrupted")
+            collect(time.monotonic() + INTERRUPT_GRACE_S)
         except KeyboardInterrupt:
-            logger.warning("second Ctrl-C: not waiting for %d interrupted step(s)", len(pending))
+            logger.warning("Ctrl-C again: not waiting for %d interrupted step(s)", len(pending))
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         return results

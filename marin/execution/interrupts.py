@@ -4,9 +4,14 @@ A step interrupted by the user is not a failed step: it is left as it was before
 lease released, for the next run to resume. Under the local backend the step runs in a thread of the
 driver, which a KeyboardInterrupt does not reach, so the driver sends `RunnerInterrupted` into every
 thread that runs step code (never into one that is publishing: that commit must finish or not start).
+It first sets the stop request of `marin.stepkit.stop`: a step that honours it (a training, which saves a
+checkpoint at the end of its current step and then raises `RunnerInterrupted` itself) is given up to
+STOP_GRACE_S to stop by itself, the others are interrupted at once; a second Ctrl-C interrupts all.
 Under Ray, Ctrl-C cancels the tasks (KeyboardInterrupt in the worker) and the node or the dying driver
 sends SIGTERM, which Ray turns into SystemExit inside the step; `sigterm_stops_the_runner` makes it a
-`RunnerTerminated` instead, so that it is not recorded as the step failing.
+`RunnerTerminated` instead, so that it is not recorded as the step failing. A Ray worker is another
+process, which the driver's stop request does not reach: a training there stops where the interrupt lands
+and resumes from its last periodic checkpoint.
 
 SIGTERM to the driver itself (`kill PID`, a job scheduler, a container stopping) is what Ctrl-C is: while the
 run's steps execute, `sigterm_interrupts_the_run` turns it into a KeyboardInterrupt in the driver's main
@@ -22,12 +27,17 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from typing import Literal
 
 from marin.execution.lease import interrupt_thread
+from marin.stepkit.stop import (
+    RunnerInterrupted,
+    clear_stop_request,
+    request_stop,
+    threads_honouring_stop,
+)
 
-
-class RunnerInterrupted(BaseException):
-    """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
+__all__ = ["RunnerInterrupted"]
 
 
 LEFT_FOR_RERUN = "interrupted (Ctrl-C or SIGTERM); a rerun resumes it"
@@ -37,12 +47,35 @@ _interruptible: dict[int, str] = {}
 _interruptible_lock = threading.Lock()
 
 
-def interrupt_running_steps() -> list[str]:
-    """Raises RunnerInterrupted in every thread of this process that runs a step's code; their names."""
+STOP_GRACE_S = 60.0
+"""After Ctrl-C, how long a step that honours the stop request (a training: it saves a checkpoint at the end
+of its current step) has to stop by itself before it is interrupted like any other."""
+
+
+def ask_running_steps_to_stop() -> list[str]:
+    """Sets the stop request (marin.stepkit.stop); the names of the steps of this process that honour it."""
+    request_stop()
+    return steps_stopping()
+
+
+def steps_stopping() -> list[str]:
+    """The names of the steps whose thread honours the stop request now (they have not stopped yet)."""
+    honouring = threads_honouring_stop()
     with _interruptible_lock:
-        for thread_id in _interruptible:
-            interrupt_thread(thread_id, RunnerInterrupted)
-        return sorted(_interruptible.values())
+        return sorted(name for thread_id, name in _interruptible.items() if thread_id in honouring)
+
+
+def interrupt_running_steps(which: Literal["all", "not_stopping", "stopping"] = "all") -> list[str]:
+    """Raises RunnerInterrupted in the threads of this process that run a step's code: all of them, those
+    that do not honour the stop request, or those that honour it and have not stopped; their names."""
+    honouring = threads_honouring_stop() if which != "all" else set()
+    with _interruptible_lock:
+        interrupted = []
+        for thread_id, name in _interruptible.items():
+            if which == "all" or (thread_id in honouring) == (which == "stopping"):
+                interrupt_thread(thread_id, RunnerInterrupted)
+                interrupted.append(name)
+        return sorted(interrupted)
 
 
 def interruptible_now(name: str | None) -> None:
@@ -88,23 +121,30 @@ _terminated = threading.Event()
 def sigterm_interrupts_the_run() -> Iterator[None]:
     """In the driver's main thread, SIGTERM raises KeyboardInterrupt: the run stops as after a Ctrl-C.
 
+    The block is the execution of one run: the stop request (marin.stepkit.stop) is withdrawn when it
+    begins and when it ends, so that none outlives the run that made it.
+
     A second SIGTERM is a second Ctrl-C (the run stops waiting for its interrupted steps). Outside the main
-    thread (a run started from another thread) signals cannot be handled, and nothing changes.
+    thread (a run started from another thread) signals cannot be handled, and SIGTERM is left as it is.
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    _terminated.clear()
-
-    def handler(signum, frame):
-        _terminated.set()
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
+    clear_stop_request()
     try:
-        yield
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        _terminated.clear()
+
+        def handler(signum, frame):
+            _terminated.set()
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        clear_stop_request()
 
 
 def interrupted_exit_code() -> int:

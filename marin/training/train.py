@@ -46,6 +46,7 @@ from marin.training.config import TrainConfig
 from marin.training.cost import CostSettings
 from marin.training.levanter_process import live_checkpointers, prepare_levanter_process, wait_for_checkpointers
 from marin.training.model_io import export_hf, levanter_llama
+from marin.training.stop_on_request import checkpoint_and_stop_on_request
 from marin.training.wandb_sync import WandbSync, live_wandb_dir
 
 logger = logging.getLogger(__name__)
@@ -420,7 +421,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
                 lev_config = levanter_config(config, tokenizer, parent, run_id)
                 around = during_training(config, lev_config) if during_training else contextlib.nullcontext(lev_config)
                 earlier = live_checkpointers()
-                with around as run_config:
+                with around as run_config, checkpoint_and_stop_on_request(earlier):
                     train_lm.main(run_config)
                 wait_for_checkpointers(exclude=earlier)
             finally:
