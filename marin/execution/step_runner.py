@@ -171,9 +171,10 @@ def _settled(action: Action, elsewhere: bool) -> StepOutcome | None:
 def _execute(task: StepTask) -> StepOutcome:
     owner, seen, delay, waited = new_owner_id(), {}, WAIT_POLL_S[0], False
     while True:
-        settled = _settled(_decide(task, read_status(task.output_path), waited), waited)
-        if settled is not None:
-            return settled
+        if waited:  # the first time, the executor has just read the state; it is read again under the lease
+            settled = _settled(_decide(task, read_status(task.output_path), waited), waited)
+            if settled is not None:
+                return settled
         claim = try_acquire(lease_path(task.output_path), owner, seen)
         if isinstance(claim, LeaseHeld):
             if not waited:
@@ -333,7 +334,8 @@ def _publish(
             listed = manifest if manifest is not None else compute_manifest(staging)
             stage_commit_file(staging, MANIFEST_FILE, dump_json(listed))
             stage_commit_file(staging, STATUS_FILE, state.encode())
-            publication = prepare_publication(staging, out)
+            files = [f["path"] for f in listed["files"]] if manifest is None else None
+            publication = prepare_publication(staging, out, files)
         except Exception as exc:
             raise _PreparationFailed(f"{type(exc).__name__}: {exc}") from exc
         names.append(MANIFEST_FILE)
@@ -353,7 +355,7 @@ def _publish(
         lease.lost.set()
         raise LeaseLost() from exc
     if publication is not None:
-        discard_attempts(out, lease)
+        discard_attempts(out, lease, only=staging if attempt.first else None)
 
 
 def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:

@@ -48,9 +48,20 @@ def _current_token(path: str) -> str | None:
         return None
 
 
+_umask: int | None = None
+
+
 def process_umask() -> int:
-    """This process's umask, read without changing it (Linux reports it in /proc; elsewhere it is set and
-    restored, which is not thread-safe, hence the /proc read first)."""
+    """This process's umask, read once without changing it (Linux reports it in /proc; elsewhere it is set and
+    restored, which is not thread-safe, hence the /proc read first). Read once: a process sets its umask at
+    its start, and reading /proc for every file written cost a file open per lease and per write."""
+    global _umask
+    if _umask is None:
+        _umask = _read_umask()
+    return _umask
+
+
+def _read_umask() -> int:
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
