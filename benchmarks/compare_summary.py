@@ -47,7 +47,10 @@ def main(folder: str, speedup: bool = False) -> None:
                 continue
             value = statistics.median(by[label])
             if base and label != labels[0]:
-                times = f"{base / value:.1f}x faster" if speedup and value else f"x{value / base:.2f}"
+                if speedup and value:
+                    times = f"{base / value:.1f}x faster" if value <= base else f"{value / base:.1f}x slower"
+                else:
+                    times = f"x{value / base:.2f}"
                 ratio = f" ({times}, n={len(by[label])})"
             else:
                 ratio = f" (n={len(by[label])})"
