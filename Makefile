@@ -42,6 +42,7 @@ format: setup
 
 bench: setup
 	benchmarks/executor_bench.sh
+	if [ -n "$$MARIN_VENV" ]; then benchmarks/executor_vs_marin.sh 1; fi
 	PYTHONPATH=. $(PY) benchmarks/browser_bench.py
 	PYTHONPATH=. $(PY) benchmarks/bucket_bench.py
 	PYTHONPATH=. $(PY) benchmarks/data_bench.py

@@ -1,12 +1,13 @@
-"""Buckets: a no-op rerun of 1,000 steps on the GCS emulator, and big-object throughput on GCS and S3.
+"""Buckets: the executor's first run and no-op rerun of 1,000 steps on GCS and S3 emulators with latency, and
+big-object throughput on GCS and S3.
 
-A rerun where every step already succeeded must cost a handful of round trips per step, issued
-concurrently: one request after another at 20 ms would take 20 s and more. This script starts
-fake-gcs-server on 127.0.0.1, runs the experiment once (populating the bucket), then times no-op
-reruns straight to the emulator and through the fault proxy (no faults) adding 0 and 20 ms to every
-request, and counts the requests per step at the proxy.
+On a bucket every storage operation is a request of tens of milliseconds, so what a step costs is its count
+of requests and how many of them wait one after another. This script starts fake-gcs-server and moto on
+127.0.0.1, puts the fault proxy (tests/fault_proxy.py, no faults) in front of each, adding `--latency-ms`
+(50 by default) to every request, runs a 1,000-step experiment (tests/lease_dag.py) once and then again with
+nothing to do, and prints each run's time and its requests per step, by kind.
 
-    python benchmarks/bucket_bench.py [--steps 1000] [--latency-ms 20] [--repeats 3]
+    python benchmarks/bucket_bench.py [--steps 1000] [--latency-ms 50] [--repeats 2] [--stores gcs,s3]
 
 `--big-mib N` instead measures objects of N MiB on fake-gcs-server and moto (both on 127.0.0.1, in
 memory) and on the local disk: upload from a local file (`put_file`, parts of MARIN_STORAGE_PART_BYTES)
@@ -139,79 +140,66 @@ def _drain(stream) -> None:
             pass
 
 
+def executor_on_buckets(steps_n: int, latency_ms: float, repeats: int, stores: list[str]) -> None:
+    """First run and no-op reruns of `steps_n` steps on each emulator, every request through the fault proxy
+    adding `latency_ms`, with the requests counted by kind."""
+    import contextlib
+    import io
+
+    from marin.execution import Executor
+    from tests.emulators import clear_storage_caches, start_gcs, start_s3
+    from tests.fault_proxy import FaultProxy
+    from tests.lease_dag import build
+
+    work = Path(tempfile.mkdtemp(prefix="bucket-bench-"))
+    steps = build(str(work / "calls"), steps_n)
+    for store in stores:
+        emulator = (start_gcs if store == "gcs" else start_s3)(work)
+        proxy = FaultProxy(emulator.url.removeprefix("http://"), latency_s=latency_ms / 1000).start()
+        try:
+            os.environ.update(emulator.env(proxy.url))
+            clear_storage_caches()
+            prefix = f"{emulator.scheme}://{emulator.bucket}/bench"
+
+            def run(proxy=proxy, prefix=prefix) -> tuple[float, int, dict]:
+                before, kinds = proxy.counts["requests"], dict(proxy.kinds)
+                start = time.perf_counter()
+                with contextlib.redirect_stdout(io.StringIO()):
+                    result = Executor(prefix, backend="local", experiment_name="bench").run(steps)
+                elapsed = time.perf_counter() - start
+                assert len(result.outcomes) == steps_n, len(result.outcomes)
+                delta = {k: v - kinds.get(k, 0) for k, v in proxy.kinds.items() if v != kinds.get(k, 0)}
+                return elapsed, proxy.counts["requests"] - before, delta
+
+            first_s, first_requests, first_kinds = run()
+            reruns = [run() for _ in range(repeats)]
+            best_s, rerun_requests, rerun_kinds = min(reruns)
+            print(f"{store}, +{latency_ms:g} ms per request, {steps_n} steps (tests/lease_dag.py):")
+            print(f"  first run      {first_s:7.2f} s   {first_requests / steps_n:6.2f} requests/step")
+            print(
+                f"  no-op rerun    {best_s:7.2f} s   {rerun_requests / steps_n:6.2f} requests/step (best of {repeats})"
+            )
+            for label, kinds in (("first run", first_kinds), ("no-op rerun", rerun_kinds)):
+                per_step = sorted(((n / steps_n, k) for k, n in kinds.items() if n >= steps_n / 10), reverse=True)
+                print(f"  {label} requests per step by kind: " + ", ".join(f"{k} {n:.2f}" for n, k in per_step))
+        finally:
+            proxy.stop()
+            emulator.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--stores", default="gcs,s3")
     parser.add_argument("--big-mib", type=int, default=0, help="measure big-object throughput instead")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.big_mib:
         big_objects(args.big_mib, args.repeats)
         return
-
-    from marin.execution import Executor
-    from tests.emulators import clear_storage_caches, start_gcs
-    from tests.fault_proxy import FaultProxy
-    from tests.lease_dag import build
-
-    work = Path(tempfile.mkdtemp(prefix="bucket-bench-"))
-    emulator = start_gcs(work)
-    try:
-        os.environ.update(emulator.env())
-        clear_storage_caches()
-        prefix = f"gs://{emulator.bucket}/bench"
-        steps = build(str(work / "calls"), args.steps)
-
-        def rerun() -> float:
-            executor = Executor(prefix, backend="local", experiment_name="bench")
-            start = time.perf_counter()
-            result = executor.run(steps)
-            elapsed = time.perf_counter() - start
-            outcomes = {o.status for o in result.outcomes.values()}
-            assert len(result.outcomes) == args.steps, len(result.outcomes)
-            return elapsed, outcomes
-
-        counter = FaultProxy(emulator.url.removeprefix("http://")).start()
-        try:
-            os.environ.update(emulator.env(counter.url))
-            clear_storage_caches()
-            start = time.perf_counter()
-            Executor(prefix, backend="local", experiment_name="bench").run(steps)
-            first_s = time.perf_counter() - start
-        finally:
-            counter.stop()
-            os.environ.update(emulator.env())
-            clear_storage_caches()
-        print(
-            f"first run of {args.steps} steps (populating the emulator, through the proxy): {first_s:.1f} s, "
-            f"{counter.counts['requests'] / args.steps:.1f} requests/step"
-        )
-
-        rows = []
-        best = min(rerun()[0] for _ in range(args.repeats))
-        rows.append(("direct to the emulator", best, None))
-        for latency_ms in (0.0, args.latency_ms):
-            proxy = FaultProxy(emulator.url.removeprefix("http://"), latency_s=latency_ms / 1000).start()
-            try:
-                os.environ.update(emulator.env(proxy.url))
-                clear_storage_caches()
-                times = []
-                for _ in range(args.repeats):
-                    before = proxy.counts["requests"]
-                    elapsed, outcomes = rerun()
-                    times.append(elapsed)
-                    requests = proxy.counts["requests"] - before
-                rows.append((f"through the proxy, +{latency_ms:g} ms per request", min(times), requests))
-            finally:
-                proxy.stop()
-        print(f"no-op rerun of {args.steps} steps (best of {args.repeats}); step outcomes: {sorted(outcomes)}")
-        for label, seconds, requests in rows:
-            per_step = f"{requests / args.steps:.2f} requests/step ({requests} total)" if requests else ""
-            print(f"  {label:40s} {seconds:6.2f} s   {per_step}")
-    finally:
-        emulator.stop()
+    executor_on_buckets(args.steps, args.latency_ms, args.repeats, args.stores.split(","))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""Summarises benchmarks/executor_compare.sh: per figure, the median over every rep of every round, per label.
+"""Summarises benchmarks/executor_compare.sh and executor_vs_marin.sh: per figure, the median over every rep of
+every round, per label.
 
-    .venv/bin/python benchmarks/compare_summary.py benchmarks/results/compare
+    .venv/bin/python benchmarks/compare_summary.py benchmarks/results/compare [--speedup]
 
-Prints a markdown table with each label's median and its ratio to `before` (the first label).
+Prints a markdown table with each label's median and its ratio to the first label (`marin`, else `before`);
+with `--speedup`, how many times faster each label is than the first (first / label).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-LABELS = ("before", "staging", "fsync")
+LABELS = ("marin", "before", "staging", "fsync", "ours")
 
 
 def figures(result: dict) -> dict[str, list[float]]:
@@ -27,7 +29,7 @@ def figures(result: dict) -> dict[str, list[float]]:
     return out
 
 
-def main(folder: str) -> None:
+def main(folder: str, speedup: bool = False) -> None:
     samples: dict[str, dict[str, list[float]]] = {}
     for path in sorted(Path(folder).glob("*.json")):
         label = path.stem.rsplit("-", 1)[0]
@@ -44,14 +46,17 @@ def main(folder: str) -> None:
                 cells.append("-")
                 continue
             value = statistics.median(by[label])
-            ratio = (
-                f" (x{value / base:.2f}, n={len(by[label])})"
-                if base and label != labels[0]
-                else f" (n={len(by[label])})"
-            )
+            if base and label != labels[0]:
+                if speedup and value:
+                    times = f"{base / value:.1f}x faster" if value <= base else f"{value / base:.1f}x slower"
+                else:
+                    times = f"x{value / base:.2f}"
+                ratio = f" ({times}, n={len(by[label])})"
+            else:
+                ratio = f" (n={len(by[label])})"
             cells.append(f"{value:.3f}{ratio}")
         print(f"| {figure} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], "--speedup" in sys.argv[2:])

@@ -4,8 +4,11 @@ Object stores fail in a handful of ways that matter to the executor: a 503 befor
 a connection dropped before the request reached the server, and (the nasty one) a connection dropped
 after the server committed the write but before the answer came back. This reverse proxy forwards
 each request to the emulator and, for a configurable share of requests, injects one of those faults,
-plus a fixed added latency. It speaks enough HTTP/1.1 for gcsfs (aiohttp) and botocore (urllib3):
-keep-alive, `Content-Length` and chunked request bodies, `Expect: 100-continue`.
+plus a fixed added latency (`latency_s`: each request waits that long before it is forwarded, in its own
+thread, so concurrent requests wait together, as over a network). It speaks enough HTTP/1.1 for gcsfs
+(aiohttp) and botocore (urllib3): keep-alive, `Content-Length` and chunked request bodies,
+`Expect: 100-continue`. It also counts the requests by kind (`kinds`: "read .executor_status",
+"write .executor_lease", "list", ...; `request_kind`), which is how the benchmarks state what a step costs.
 
     proxy = FaultProxy("127.0.0.1:4443", error_rate=0.05, reset_rate=0.05, latency_s=0.02).start()
     os.environ["STORAGE_EMULATOR_HOST"] = proxy.url
@@ -13,9 +16,11 @@ keep-alive, `Content-Length` and chunked request bodies, `Expect: 100-continue`.
 
 from __future__ import annotations
 
+import collections
 import http.client
 import json
 import random
+import re
 import socket
 import struct
 import threading
@@ -23,6 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
 
 HOP_BY_HOP = {
     "connection",
@@ -57,6 +63,8 @@ class FaultProxy:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self.counts = {"requests": 0, "errors": 0, "resets_before": 0, "resets_after": 0}
+        self.kinds: collections.Counter[str] = collections.Counter()
+        """Requests by `request_kind` (every request, faulted or not)."""
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -152,6 +160,8 @@ class FaultProxy:
         """The fault for the next request: None, 'error', 'reset_before' or 'reset_after'."""
         with self._lock:
             self.counts["requests"] += 1
+            if request is not None:
+                self.kinds[request_kind(request)] += 1
             x = self._random.random()
             if self._scripted:
                 fault = self._scripted.pop(0)
@@ -185,6 +195,46 @@ class FaultProxy:
             return response.status, response.reason, response.getheaders(), data
         finally:
             conn.close()
+
+
+def request_kind(request: Request) -> str:
+    """What a GCS (JSON API) or S3 request does, and to which kind of object: "read .executor_status",
+    "write .executor_attempt/.executor_manifest.json", "copy .executor_status", "list", "delete out.txt"...
+    Digits in a name become N (logs `.executor_logs/N.log`); a file inside an attempt's staging folder is
+    prefixed `.executor_attempt/`."""
+    path, _, query = request.path.partition("?")
+    path = unquote(path)
+    if request.method == "POST" and "/upload/" in path:
+        found = re.search(rb'"name": ?"([^"]+)"', request.body)
+        op, key = "write", found.group(1).decode() if found else ""
+    elif "/storage/v1/b/" in path:  # GCS JSON API
+        parts = path.split("/o/", 1)
+        key = parts[1] if len(parts) > 1 else ""
+        if "/rewriteTo/" in key or "/copyTo/" in key:
+            op, key = "copy", re.split(r"/(?:rewriteTo|copyTo)/b/[^/]+/o/", key)[-1]
+        elif not key:
+            op = "list"
+        else:
+            op = {"GET": "read", "DELETE": "delete", "PATCH": "update"}.get(request.method, request.method)
+            if request.method == "GET" and "alt=media" not in query:
+                op = "stat"
+    else:  # S3: /bucket/key
+        key = path.lstrip("/").partition("/")[2]
+        if not key or "list-type" in query or "delimiter" in query:
+            op = "list"
+        elif request.method == "PUT" and "x-amz-copy-source" in request.headers:
+            op = "copy"
+        else:
+            op = {"GET": "read", "PUT": "write", "DELETE": "delete", "HEAD": "stat", "POST": "post"}.get(
+                request.method, request.method
+            )
+    if op == "list":
+        return "list"
+    parts = key.split("/")
+    name = re.sub(r"\d+", "N", "/".join(parts[-2:]) if len(parts) > 1 and parts[-2] == ".executor_logs" else parts[-1])
+    if any(p.startswith(".executor_attempt.") for p in parts[:-1]):
+        name = ".executor_attempt/" + name
+    return f"{op} {name}"
 
 
 @dataclass(frozen=True)

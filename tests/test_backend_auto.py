@@ -82,3 +82,36 @@ def test_auto_backend_given_a_cluster_address_runs_every_step_on_ray(tmp_path, r
     counter = str(tmp_path / "calls")
     Executor(str(tmp_path / "prefix"), backend="auto", ray_address=address).run(list(_chain(counter)))
     assert os.getpid() not in _pids(counter).values()
+
+
+def test_a_rerun_of_hello_world_runs_its_steps_where_the_original_ran_and_starts_no_ray(tmp_path):
+    """Its steps declare no resources, and its record says so: `marin rerun` runs them as threads of the
+    driver, as the original run did, instead of starting a local Ray for them (17-38 s on 2 cores)."""
+    lab, again = tmp_path / "lab", tmp_path / "again"
+    code = (
+        "import glob, json, runpy, sys\n"
+        f"sys.argv = ['hello_world.py', '--prefix', {str(lab)!r}]\n"
+        "try:\n"
+        "    runpy.run_path('experiments/tutorial/hello_world.py', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        f"(record,) = glob.glob({str(lab / 'experiments' / 'hello_world-*.json')!r})\n"
+        "print('recorded resources:', [s['resources'] for s in json.load(open(record))['steps']])\n"
+        "from marin.cli import main\n"
+        f"code = main(['rerun', record, '--prefix', {str(again)!r}, '--code', 'checkout'])\n"
+        "print('rerun exit:', code, 'ray imported:', 'ray' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(env, PYTHONPATH=REPO),
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "recorded resources: [None, None]" in result.stdout
+    assert "rerun exit: 0 ray imported: False" in result.stdout, result.stdout + result.stderr
+    assert "starting a local Ray cluster" not in result.stderr
+    assert len(list(again.glob("hello/stats-*/stats.json"))) == 1

@@ -201,3 +201,20 @@ def test_hello_world_script_runs_on_the_gcs_emulator_then_runs_nothing(bucket_pr
     assert json.loads(read_bytes(join(prefix, "hello", stats[0], "stats.json")))["documents"] == 1000
     second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert "nothing to run: every step already succeeded" in second.stdout, second.stdout[-3000:]
+
+
+@pytest.mark.parametrize("store", BUCKETS)
+def test_a_no_op_rerun_reads_each_steps_status_and_one_record_per_step_function(
+    tmp_path, bucket_prefix, fault_endpoint, store
+):
+    """Statuses decide a no-op rerun: one request per step, plus one `.executor_info` per step function for
+    the code check, plus a few for the run itself, not a record per step (each a round trip on a bucket)."""
+    prefix, counter, n = bucket_prefix(store), str(tmp_path / "calls"), 30
+    steps = build(counter, n)
+    Executor(prefix, backend="local", experiment_name="noop").run(steps)
+    proxy = fault_endpoint(store)
+    result = Executor(prefix, backend="local", experiment_name="noop").run(steps)
+    assert set(result.statuses().values()) == {"SKIPPED"}
+    assert proxy.kinds["read .executor_status"] == n, proxy.kinds
+    assert proxy.kinds["read .executor_info"] == 1, proxy.kinds
+    assert proxy.counts["requests"] <= n + 6, proxy.kinds

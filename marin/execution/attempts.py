@@ -73,6 +73,12 @@ class Attempt:
     adopted: str | None
     """The earlier attempt whose files this one resumes from (copied into `staging`), or None."""
 
+    @property
+    def first(self) -> bool:
+        """The step's first attempt (it claimed log 001): no runner made an attempt folder or published before
+        it, so there is nothing earlier to list, adopt, replace or remove."""
+        return self.number == 1
+
 
 def start_attempt(out: str, owner: str, fresh: bool, took_over: bool = False) -> Attempt:
     """Claims the next attempt of `out` and gives it a staging folder (under the step's lease).
@@ -85,12 +91,15 @@ def start_attempt(out: str, owner: str, fresh: bool, took_over: bool = False) ->
     if took_over:
         remove_orphaned_temps(out)
         remove_orphaned_temps(logs_dir(out))
-    logged = [int(n.split(".")[0]) for n in list_dir(logs_dir(out)) if n.split(".")[0].isdigit()]
-    number = max(logged, default=0) + 1
-    while create_if_absent(f"{logs_dir(out)}/{number:03d}.log", b"") is None:  # claimed: two never share one
-        number += 1
+    number = 1
+    if took_over or create_if_absent(f"{logs_dir(out)}/001.log", b"") is None:
+        logged = [int(n.split(".")[0]) for n in list_dir(logs_dir(out)) if n.split(".")[0].isdigit()]
+        number = max(logged, default=0) + 1
+        while create_if_absent(f"{logs_dir(out)}/{number:03d}.log", b"") is None:  # claimed: two never share one
+            number += 1
     staging = staging_path(out, f"{number:03d}-{owner[:8]}")
-    earlier = [a for a in attempts(out) if staging_path(out, a) != staging]
+    # Attempt 1 is the step's first: every attempt claims its log before it makes its folder, so none is there.
+    earlier = [a for a in attempts(out) if staging_path(out, a) != staging] if number > 1 else []
     keep = None if fresh or not earlier else earlier[-1]
     for name in earlier:
         if name != keep:
@@ -113,7 +122,7 @@ one thread removes ~300 folders a second, fewer than a run of small steps finish
 the deferred leases the keeper heartbeats) would grow with the run (docs/benchmarks.md)."""
 
 
-def discard_attempts(out: str, lease: Lease) -> None:
+def discard_attempts(out: str, lease: Lease, only: str | None = None) -> None:
     """Removes a succeeded step's attempt folders in the background, then releases its `lease` (kept past
     the runner's `with`, and heartbeated, until then): removing a folder costs a few ms even locally, which
     a chain of small steps would otherwise wait for step after step. The lease is released only after the
@@ -125,12 +134,12 @@ def discard_attempts(out: str, lease: Lease) -> None:
     with _cleanups_lock:
         if _cleaner is None:
             _cleaner = concurrent.futures.ThreadPoolExecutor(CLEANUP_THREADS, thread_name_prefix="marin-cleanup")
-        _cleanups.append(_cleaner.submit(_discard_now, out, lease))
+        _cleanups.append(_cleaner.submit(_discard_now, out, lease, only))
 
 
-def _discard_now(out: str, lease: Lease) -> None:
+def _discard_now(out: str, lease: Lease, only: str | None = None) -> None:
     try:
-        discard_all(out)
+        discard_all(out, only)
     except Exception as exc:
         logger.warning("could not remove the attempt folders of %s (they stay; harmless): %s", out, exc)
     finally:

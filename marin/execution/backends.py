@@ -96,8 +96,11 @@ def _share_import_path_with_local_workers() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(existing + paths))
 
 
-def ensure_ray(address: str | None = None):
-    """Connects to `address` (or RAY_ADDRESS), or starts a local Ray cluster for this process."""
+def ensure_ray(address: str | None = None, why: str | None = None):
+    """Connects to `address` (or RAY_ADDRESS), or starts a local Ray cluster for this process.
+
+    Starting a local cluster takes seconds to tens of seconds on a small machine: the console says so,
+    with `why` (the step that needs it), before the wait and how long it took after it."""
     import ray
 
     if ray.is_initialized():
@@ -108,9 +111,17 @@ def ensure_ray(address: str | None = None):
         logger.info("connecting to the Ray cluster at %s", address)
         ray.init(address=address, log_to_driver=True, include_dashboard=False)
     else:
-        logger.info("starting a local Ray cluster (no --ray_address / RAY_ADDRESS)")
+        because = f" for {why}" if why else ""
+        print(
+            f"starting a local Ray cluster{because} (no --ray_address / RAY_ADDRESS): once per run, "
+            "about 5-40 s on a small machine",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
         _share_import_path_with_local_workers()
         start_local_ray(ray)
+        print(f"local Ray cluster started in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     return ray
 
 
@@ -197,17 +208,25 @@ class Backend:
         """Future of a Ray task -> its ObjectRef (for cancel)."""
         self._nodes: list[dict] | None = None
         if kind == "ray":
-            self._start_ray()
+            self._start_ray("--backend ray")
 
     def on_ray(self, resources: ResourceConfig | None) -> bool:
         """Whether a step with these declared resources runs as a Ray task."""
         return self.name != "local" and (self._all_on_ray or resources is not None)
 
-    def _start_ray(self):
+    def _start_ray(self, why: str | None = None):
         if self._ray is None:
-            self._ray = ensure_ray(self._address)
+            from marin.provenance.references import ship_scripts_by_value
+
+            self._ray = ensure_ray(self._address, why)
+            ship_scripts_by_value()  # scripts `marin rerun` loaded: their functions go to workers by value
             self._remote = self._ray.remote(execute_step)
         return self._ray
+
+    def _why(self, name: str, resources: ResourceConfig | None) -> str:
+        if self.name == "ray":
+            return "--backend ray"
+        return f"step {name!r}, which declares resources" if resources is not None else f"step {name!r}"
 
     def check_resources(self, name: str, resources: ResourceConfig | None) -> None:
         """Refuses a step that no node of the cluster could ever run (instead of hanging), and a gang off Ray."""
@@ -221,7 +240,7 @@ class Backend:
         from marin.execution.resources_check import autoscaler_node_types, gang_unsatisfiable_reason
 
         if self._nodes is None:
-            self._nodes = self._start_ray().nodes() + autoscaler_node_types()
+            self._nodes = self._start_ray(self._why(name, resources)).nodes() + autoscaler_node_types()
         res = resources or ResourceConfig()
         reason = gang_unsatisfiable_reason(ray_options(res), res.hosts, res.placement, self._nodes)
         if reason:

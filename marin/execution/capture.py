@@ -72,6 +72,14 @@ class _ThreadRoutedStream(_TextOver):
 
 
 class _ThreadSinkHandler(logging.Handler):
+    def handle(self, record: logging.LogRecord):
+        """Without the handler's one lock: each step's sink has its own (`LogCleaner`), and with the lock every
+        log record of every step thread of a run waited for each other's file writes."""
+        rv = self.filter(record)
+        if rv:
+            self.emit(record)
+        return rv
+
     def emit(self, record: logging.LogRecord) -> None:
         sink = _sink.get()
         if sink is None:

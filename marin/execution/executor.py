@@ -153,11 +153,15 @@ class Executor:
         run_only: Sequence[str] | None = None,
         force_run_failed: bool = False,
         rerun_code_changed: bool = False,
-        check_code: bool = False,
+        check_code: bool | str = False,
         explain_new: bool = False,
     ) -> list[StepDecision]:
         """What a run would do with each selected step, and why.
 
+        Statuses decide (one read per step). `check_code` compares the code fingerprint recorded in each
+        succeeded step's `.executor_info` with the code's now: True or "every" reads every such record
+        (`marin plan`, and always with `rerun_code_changed`); "sample" (a run) reads one per step function
+        and the rest of a function's only when that one changed (`recorded_fingerprints`).
         With `explain_new` (`marin plan`, `--dry_run`), a step with no output yet is compared with the most
         recent earlier output of its name under the prefix, and its reason names the field that changed.
         """
@@ -171,8 +175,7 @@ class Executor:
         fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
             done = [p for p, s in zip(selected, states, strict=True) if s == State.SUCCESS]
-            for p, info in zip(done, read_infos([p.output_path for p in done]), strict=True):
-                fingerprints[p] = (info or {}).get("code_fingerprint")
+            fingerprints = recorded_fingerprints(done, every=rerun_code_changed or check_code == "every")
 
         def act(d: StepDecision, reusable: bool = False) -> Action:
             rerun = d.code_changed and rerun_code_changed
@@ -205,7 +208,12 @@ class Executor:
         lease_heartbeat_s(), lease_timeout_s()  # a bad MARIN_LEASE_* setting fails before the run
         plan = plan_steps(steps, self.prefix)
         decisions = self.decide(
-            plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
+            plan,
+            run_only,
+            force_run_failed,
+            rerun_code_changed,
+            check_code="every" if dry_run else "sample",
+            explain_new=dry_run,
         )
         check_inputs(steps_to_run(decisions))
         if dry_run:
@@ -299,7 +307,7 @@ class Executor:
         }
         if external:
             line.extra["external_inputs"] = external
-        append_line(runs_file(record_path), json.dumps(redact_value(line.to_json()), sort_keys=True))
+        append_line(runs_file(record_path), _json_line(redact_value(line.to_json())))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
@@ -435,6 +443,51 @@ class Executor:
                 p.relative_output_path,
                 detail,
             )
+
+
+def recorded_fingerprints(done: list[PlannedStep], every: bool) -> dict[PlannedStep, str | None]:
+    """The code fingerprints recorded in the `.executor_info` of succeeded steps (None where absent).
+
+    With `every`, each step's record is read. Otherwise one step per step function is read first, and the
+    other steps of a function only when that one's fingerprint differs from the code's now: a run of 10,000
+    succeeded steps of one function reads one record, not 10,000 (on a bucket, one request each). What
+    this can miss: steps of one function that ran with different code, the one read matching today's;
+    `marin plan` and `--rerun_code_changed` read them all.
+    """
+    if every:
+        groups = [[p] for p in done]
+    else:
+        by_fn: dict = {}
+        for p in done:
+            by_fn.setdefault(_fn_key(p.step.fn), []).append(p)
+        groups = list(by_fn.values())
+    found: dict[PlannedStep, str | None] = {}
+    changed: list[PlannedStep] = []
+    for group, info in zip(groups, read_infos([g[0].output_path for g in groups]), strict=True):
+        found[group[0]] = recorded = (info or {}).get("code_fingerprint")
+        if len(group) > 1 and recorded is not None and recorded != code_fingerprint(group[0].step.fn):
+            changed += group[1:]
+    for p, info in zip(changed, read_infos([p.output_path for p in changed]), strict=True):
+        found[p] = (info or {}).get("code_fingerprint")
+    return found
+
+
+def _json_line(body: dict) -> str:
+    """One key-sorted JSON line (orjson: a run of 10,000 steps logs 10,000 outcomes)."""
+    import orjson
+
+    try:
+        return orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(body, sort_keys=True)
+
+
+def _fn_key(fn) -> object:
+    try:
+        hash(fn)
+    except TypeError:
+        return id(fn)
+    return fn
 
 
 def _listed(names: list[str], limit: int) -> str:

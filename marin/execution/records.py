@@ -19,7 +19,6 @@ import dataclasses
 import datetime
 import hashlib
 
-from marin.execution.authoring import ResourceConfig
 from marin.execution.canonical import canonical_json
 from marin.execution.config_values import encode
 from marin.execution.credential_check import strip_userinfo
@@ -56,7 +55,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         dependencies=[d.output_path for d in planned.dependencies],
         pseudo_dependencies=[d.output_path for d in planned.pseudo_dependencies],
         description=planned.step.description,
-        resources=dataclasses.asdict(planned.step.resources or ResourceConfig()),
+        resources=dataclasses.asdict(planned.step.resources) if planned.step.resources is not None else None,
         code_fingerprint=code_fingerprint(planned.step.fn),
         prefix=plan.prefix,
     ).to_json()

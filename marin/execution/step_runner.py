@@ -46,7 +46,7 @@ from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try
 from marin.execution.records import StepInfo, dump_json, utc_now
 from marin.execution.status import Action, Outcome, action_for, read_status, write_status
 from marin.stepkit.context import step_resources
-from marin.storage import compute_manifest, delete_if_unchanged, read_with_version, write_bytes
+from marin.storage import backend_for, compute_manifest, delete_if_unchanged, is_local, read_with_version, write_bytes
 from marin.storage.layout import (
     INFO_FILE,
     MANIFEST_FILE,
@@ -172,9 +172,10 @@ def _settled(action: Action, elsewhere: bool) -> StepOutcome | None:
 def _execute(task: StepTask) -> StepOutcome:
     owner, seen, delay, waited = new_owner_id(), {}, WAIT_POLL_S[0], False
     while True:
-        settled = _settled(_decide(task, read_status(task.output_path), waited), waited)
-        if settled is not None:
-            return settled
+        if waited:  # the first time, the executor has just read the state; it is read again under the lease
+            settled = _settled(_decide(task, read_status(task.output_path), waited), waited)
+            if settled is not None:
+                return settled
         claim = try_acquire(lease_path(task.output_path), owner, seen)
         if isinstance(claim, LeaseHeld):
             if not waited:
@@ -350,10 +351,12 @@ def _publish(
         stage_commit_file(staging, INFO_FILE, dump_json(info.to_json()))
     if outputs:
         try:
-            listed = manifest if manifest is not None else compute_manifest(staging)
+            listing = None if manifest is not None or is_local(staging) else backend_for(staging).list_files(staging)
+            listed = manifest if manifest is not None else compute_manifest(staging, listing=listing)
             stage_commit_file(staging, MANIFEST_FILE, dump_json(listed))
             stage_commit_file(staging, STATUS_FILE, state.encode())
-            publication = prepare_publication(staging, out)
+            files = [rel for rel, _ in listing] if listing is not None else None
+            publication = prepare_publication(staging, out, files)
         except Exception as exc:
             raise _PreparationFailed(f"{type(exc).__name__}: {exc}") from exc
         names.append(MANIFEST_FILE)
@@ -373,7 +376,7 @@ def _publish(
         lease.lost.set()
         raise LeaseLost() from exc
     if publication is not None:
-        discard_attempts(out, lease)
+        discard_attempts(out, lease, only=staging if attempt.first else None)
 
 
 def _put_back(lease: Lease, attempt: Attempt, previous: State | None) -> None:

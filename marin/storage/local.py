@@ -29,6 +29,8 @@ from typing import BinaryIO
 from marin.storage.interface import Backend, VersionedBytes
 
 TEMP_PREFIX = ".tmp-"
+_SMALL = 1 << 16
+"""A read shorter than this is the whole file: one `read` call for the small files the executor reads."""
 
 
 def local_path(path: str) -> str:
@@ -46,9 +48,20 @@ def _current_token(path: str) -> str | None:
         return None
 
 
+_umask: int | None = None
+
+
 def process_umask() -> int:
-    """This process's umask, read without changing it (Linux reports it in /proc; elsewhere it is set and
-    restored, which is not thread-safe, hence the /proc read first)."""
+    """This process's umask, read once without changing it (Linux reports it in /proc; elsewhere it is set and
+    restored, which is not thread-safe, hence the /proc read first). Read once: a process sets its umask at
+    its start, and reading /proc for every file written cost a file open per lease and per write."""
+    global _umask
+    if _umask is None:
+        _umask = _read_umask()
+    return _umask
+
+
+def _read_umask() -> int:
     try:
         with open("/proc/self/status", "rb") as f:
             for line in f:
@@ -217,10 +230,19 @@ class LocalBackend(Backend):
 
     def read(self, path: str) -> bytes | None:
         try:
-            with open(local_path(path), "rb") as f:
-                return f.read()
+            fd = os.open(local_path(path), os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        try:  # raw reads: a step's status or record is read in one call, without a Python file object
+            data = os.read(fd, _SMALL)
+            if len(data) < _SMALL:
+                return data
+            parts = [data]
+            while chunk := os.read(fd, 8 << 20):
+                parts.append(chunk)
+            return b"".join(parts)
+        finally:
+            os.close(fd)
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         with open(local_path(path), "rb") as f:

@@ -68,8 +68,11 @@ def _list_local(root: str) -> list[str]:
     return sorted(rels)
 
 
-def compute_manifest(root: str, parallelism: int = 8) -> dict:
-    """{"files": [{"path", "size", "sha256"}...], "total_size"} for every file under `root`."""
+def compute_manifest(root: str, parallelism: int = 8, listing: list[tuple[str, int]] | None = None) -> dict:
+    """{"files": [{"path", "size", "sha256"}...], "total_size"} for every file under `root`.
+
+    On a bucket, `listing` (every object under `root` as (relative path, size), as `list_files` gives it)
+    saves listing the folder again."""
     if is_local(root):
         rels = _list_local(root)
         base = strip_protocol(root)
@@ -78,7 +81,9 @@ def compute_manifest(root: str, parallelism: int = 8) -> dict:
             return _sha256_local(os.path.join(base, rel))
 
     else:
-        object_sizes = {rel: size for rel, size in backend_for(root).list_files(root) if not _is_bookkeeping(rel)}
+        if listing is None:
+            listing = backend_for(root).list_files(root)
+        object_sizes = {rel: size for rel, size in listing if not _is_bookkeeping(rel)}
         rels = sorted(object_sizes)
 
         def measure(rel: str):

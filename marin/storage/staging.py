@@ -169,9 +169,11 @@ def discard(staging: str) -> None:
     _parallel(lambda rel: store.delete(join(staging, rel)), [rel for rel, _ in store.list_files(staging)])
 
 
-def discard_all(output_path: str) -> None:
-    """Deletes every staging folder of a step (after its SUCCESS): nothing in them is needed any more."""
-    for name in attempts(output_path):
+def discard_all(output_path: str, only: str | None = None) -> None:
+    """Deletes every staging folder of a step (after its SUCCESS): nothing in them is needed any more.
+    `only`: the one staging folder known to exist (the step's first attempt's), without listing the step's."""
+    names = [only[len(join(output_path, ATTEMPT)) :]] if only is not None else attempts(output_path)
+    for name in names:
         staging = staging_path(output_path, name)
         if is_local(staging):
             try:
@@ -229,11 +231,13 @@ class Publication:
     """The final folder's own files to remove first, with the version each had when listed (buckets)."""
 
 
-def prepare_publication(staging: str, output_path: str) -> Publication:
+def prepare_publication(staging: str, output_path: str, listed: list[str] | None = None) -> Publication:
     """Lists what `publish` will move and remove; locally, fsyncs the staged files and makes the trash.
 
     Everything `publish` does afterwards is a move out of, or into, the staging folder (or a delete
     conditional on a version listed here), so it fails once another runner took the staging folder.
+    On a bucket, `listed` (the relative paths of the staged outputs, as the manifest just listed them)
+    saves listing the staging folder again.
     """
     if is_local(staging):
         src, dst = strip_protocol(staging), strip_protocol(output_path)
@@ -246,7 +250,8 @@ def prepare_publication(staging: str, output_path: str) -> Publication:
             os.makedirs(os.path.join(src, TRASH), exist_ok=True)
         return Publication(staging, output_path, outputs, stale)
     store = backend_for(staging)
-    listed = [rel for rel, _ in store.list_files(staging)]
+    if listed is None:
+        listed = [rel for rel, _ in store.list_files(staging)]
     _refuse_temporary(staging, [rel for rel in listed if _temporary(rel) and not _not_resumed(rel)])
     outputs = sorted(rel for rel in listed if not _is_bookkeeping(rel))
     wanted = set(outputs)

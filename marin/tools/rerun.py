@@ -38,7 +38,7 @@ from marin.provenance.probe import (
     project_root,
     write_state_file,
 )
-from marin.provenance.references import script_override, ship_scripts_by_value, use_script_source
+from marin.provenance.references import script_override, use_script_source
 from marin.storage import join, read_bytes
 from marin.tools.inspect_prefix import load_record
 from marin.tools.rebuild import rebuild_steps
@@ -295,8 +295,6 @@ def rerun_main(record_path: str, prefix: str, args: list[str], code: str = "reco
     )
     for w in warnings:
         logger.warning("rerun: %s", w)
-    if cfg.backend in ("ray", "auto"):
-        ship_scripts_by_value()
     extra = {"rerun_of": record_path, "rerun_warnings": warnings}
     if os.environ.get(MATERIALIZED_ENV):
         extra["rerun_code"] = os.environ[MATERIALIZED_ENV]
