@@ -189,7 +189,7 @@ def capture_thread(log_file):
         _uninstall()
 
 
-PUMP_DRAIN_S = 5.0
+PUMP_DRAIN_S = 1.0
 """After a process capture ends, how long its pipe is drained for output still in flight; a subprocess left
 running with the descriptors open keeps being copied into the log by the (daemon) pump."""
 
