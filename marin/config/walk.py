@@ -76,29 +76,37 @@ class UnversionableValueError(TypeError):
     """A value that cannot take part in a hash; the message names the field."""
 
 
-@dataclasses.dataclass(slots=True, eq=False)
 class ConfigScan:
     """What one walk over a step's config found."""
 
-    versioned: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Every versioned value in canonical form, by field path (inputs are not in it)."""
-    inputs: list[tuple[str, InputName]] = dataclasses.field(default_factory=list)
-    """Every `output_path_of` marker with its field path, in the order met."""
-    routes: Any = None
-    """Where the markers are (for `resolve`): None when the config holds none."""
-    plain_inputs: list[tuple[str, InputSpec, str]] = dataclasses.field(default_factory=list)
-    """(field path, spec, path) of every declared input that is a plain path, not another step's output: in
-    the config's fields and in those of every `StepConfig` held by one."""
-    input_problem: str | None = None
-    """Why a declared input holds something that is neither a path nor a step's output (reported when the
-    inputs are checked, before a run)."""
-    unversioned_settings: list[str] = dataclasses.field(default_factory=list)
-    """Field paths of a plain dataclass named like settings (seed, lr, ...) whose plain values are not
-    versioned (each class and field reported once per process)."""
+    __slots__ = ("floats", "input_problem", "inputs", "plain_inputs", "routes", "unversioned_settings", "versioned")
+
+    def __init__(self) -> None:
+        self.versioned: dict[str, Any] = {}
+        """Every versioned value in canonical form, by field path (inputs are not in it)."""
+        self.inputs: list[tuple[str, InputName]] = []
+        """Every `output_path_of` marker with its field path, in the order met."""
+        self.routes: Any = None
+        """Where the markers are (for `resolve`): None when the config holds none."""
+        self.plain_inputs: list[tuple[str, InputSpec, str]] = []
+        """(field path, spec, path) of every declared input that is a plain path, not another step's output:
+        in the config's fields and in those of every `StepConfig` held by one."""
+        self.input_problem: str | None = None
+        """Why a declared input holds something that is neither a path nor a step's output (reported when the
+        inputs are checked, before a run)."""
+        self.floats = False
+        """Whether a versioned value holds a float (their JSON spelling is Python's: see `canonical.hash8`)."""
+        self.unversioned_settings: list[str] = []
+        """Field paths of a plain dataclass named like settings (seed, lr, ...) whose plain values are not
+        versioned (each class and field reported once per process)."""
+
+    def __repr__(self) -> str:
+        return f"ConfigScan(versioned={self.versioned!r}, inputs={self.inputs!r})"
 
 
-_FieldPlan = tuple[str, str, dataclasses.Field, Any, str, "InputSpec | None"]
-_PLANS: dict[type, tuple[tuple[_FieldPlan, ...], tuple[str, ...]]] = {}
+_FieldPlan = tuple[str, str, dataclasses.Field, str, "InputSpec | None"]
+_Plan = tuple[tuple[_FieldPlan, ...], tuple[tuple[str, str, Any], ...], tuple[str, ...], bool]
+_PLANS: dict[type, _Plan] = {}
 
 _SETTING_NAME = re.compile(
     r"(^|_)(seed|lr|learning_rate|rate|steps|epochs|iterations|batch_size|vocab_size|size|dim|layers|heads|"
@@ -108,14 +116,17 @@ _SETTING_NAME = re.compile(
 _warned: set[tuple[type, str]] = set()
 
 
-def _plan(cls: type) -> tuple[tuple[_FieldPlan, ...], tuple[str, ...]]:
-    """Per dataclass: (name, suffix, field, annotation, version rule, input spec) of each field, and the names
-    of its undeclared fields named like settings."""
+def _plan(cls: type) -> _Plan:
+    """Per dataclass, computed once: (name, suffix, field, version rule, input spec) of each field; (name,
+    suffix, annotation) of each annotated field; the names of its undeclared fields named like settings;
+    whether it is a step."""
     found = _PLANS.get(cls)
     if found is None:
-        plans = tuple((f.name, suffix, f, _ANNOTATIONS[f], version_rule(f), input_spec(f)) for suffix, f in fields(cls))
-        settings = tuple(f.name for _, _, f, _, _, _ in plans if not declares(f) and _SETTING_NAME.search(f.name))
-        found = _PLANS[cls] = (plans, settings)
+        parts = fields(cls)
+        plans = tuple((f.name, suffix, f, version_rule(f), input_spec(f)) for suffix, f in parts)
+        checks = tuple((f.name, suffix, _ANNOTATIONS[f]) for suffix, f in parts if _ANNOTATIONS[f] is not Any)
+        settings = tuple(f.name for _, f in parts if not declares(f) and _SETTING_NAME.search(f.name))
+        found = _PLANS[cls] = (plans, checks, settings, issubclass(cls, StepNode))
     return found
 
 
@@ -134,28 +145,27 @@ def scan(config: Any) -> ConfigScan:
         return found
     is_step_config = isinstance(config, StepConfig)
     try:
-        found.routes = _visit(found, config, "", VERSIONED if is_step_config else MARKED, True, not is_step_config)
+        if type(config) in _MARKERS:
+            _marker(found, config, type(config), "")
+            found.routes = True
+        else:
+            found.routes = _visit(found, config, "", VERSIONED if is_step_config else MARKED, True, not is_step_config)
     except UnversionableValueError as exc:
         raise ConfigError(f"versioned field {exc}") from None
     return found
 
 
 def _visit(st: ConfigScan, value: Any, path: str, rule: str, scope: bool, plain_root: bool) -> Any:
-    """Records what `value` (at `path`, under `rule`) adds to the scan; returns its routes (True: the value is a
-    marker; a list of (key, routes) of the parts that hold one; None: it holds none)."""
+    """Records what `value` (at `path`, under `rule`; not a marker) adds to the scan; returns its routes: a list
+    of (key, routes) of the parts that hold a marker (True for the marker itself), or None when it holds none.
+
+    Markers and plain values met as parts are handled in the loops, without a call each: most of a config is
+    made of them."""
     cls = type(value)
     k = _KINDS.get(cls)
     if k is None:
         k = kind(cls)
     if k == MARKER:
-        if cls is InputName:
-            st.inputs.append((path, value))
-            return True
-        if cls is OutputName:
-            return True
-        if cls is VersionedValue:
-            st.versioned[path] = _canonical(st, value.value, path, False, False)
-            return True
         return None
     if rule is VERSIONED and path:
         mark = len(st.plain_inputs)
@@ -164,31 +174,36 @@ def _visit(st: ConfigScan, value: Any, path: str, rule: str, scope: bool, plain_
             return None
         except _HoldsMarker:
             del st.plain_inputs[mark:]
-    if k == SEQUENCE:
-        routes = None
-        for i, item in enumerate(value):
-            if rule is MARKED and type(item) in _PLAIN_TYPES:
+    routes = None
+    if k == SEQUENCE or k == MAPPING:
+        for key, item in enumerate(value) if k == SEQUENCE else value.items():
+            item_cls = type(item)
+            if item_cls in _PLAIN_TYPES and rule is MARKED:
                 continue
-            sub = _visit(st, item, f"{path}[{i}]", rule, False, plain_root)
-            if sub is not None:
-                routes = routes or []
-                routes.append((i, sub))
-        return routes
-    if k == MAPPING:
-        routes = None
-        for key, item in value.items():
-            if rule is MARKED and type(item) in _PLAIN_TYPES:
+            sub_path = f"{path}[{key}]" if k == SEQUENCE else f"{path}.{key}" if path else str(key)
+            if item_cls is VersionedValue:
+                inner = item.value
+                st.versioned[sub_path] = (
+                    inner if type(inner) in _EXACT else _canonical(st, inner, sub_path, False, False)
+                )
+                sub = True
+            elif item_cls is InputName:
+                st.inputs.append((sub_path, item))
+                sub = True
+            elif item_cls is OutputName:
+                sub = True
+            elif item_cls in _EXACT:
+                st.versioned[sub_path] = item
                 continue
-            sub = _visit(st, item, f"{path}.{key}" if path else str(key), rule, False, plain_root)
+            else:
+                sub = _visit(st, item, sub_path, rule, False, plain_root)
             if sub is not None:
                 routes = routes or []
                 routes.append((key, sub))
         return routes
     if k != RECORD:
         return None
-    plans, settings = _check_record(st, value, cls, path, plain_root)
-    routes = None
-    for name, suffix, f, _, field_rule, spec in plans:
+    for name, suffix, f, field_rule, spec in _check_record(st, value, cls, path, plain_root):
         item = getattr(value, name)
         item_cls = type(item)
         if spec is not None and scope:
@@ -200,40 +215,58 @@ def _visit(st: ConfigScan, value: Any, path: str, rule: str, scope: bool, plain_
             or (item is None and spec is not None)
         ):
             item_rule = MARKED
-        if item_rule is MARKED and item_cls in _PLAIN_TYPES:
+        if item_cls in _PLAIN_TYPES and item_rule is MARKED:
             continue
-        sub = _visit(
-            st,
-            item,
-            path + suffix if path else name,
-            item_rule,
-            scope and isinstance(item, StepConfig),
-            plain_root,
-        )
+        sub_path = path + suffix if path else name
+        if item_cls is VersionedValue:
+            inner = item.value
+            st.versioned[sub_path] = inner if type(inner) in _EXACT else _canonical(st, inner, sub_path, False, False)
+            sub = True
+        elif item_cls is InputName:
+            st.inputs.append((sub_path, item))
+            sub = True
+        elif item_cls is OutputName:
+            sub = True
+        elif item_cls in _EXACT:
+            st.versioned[sub_path] = item
+            continue
+        else:
+            sub = _visit(st, item, sub_path, item_rule, scope and isinstance(item, StepConfig), plain_root)
         if sub is not None:
             routes = routes or []
             routes.append((f, sub))
     return routes
 
 
+def _marker(st: ConfigScan, marker: Any, cls: type, path: str) -> None:
+    """Records a marker met at `path`: an input, or a versioned value in canonical form."""
+    if cls is InputName:
+        st.inputs.append((path, marker))
+    elif cls is VersionedValue:
+        inner = marker.value
+        st.versioned[path] = inner if type(inner) in _EXACT else _canonical(st, inner, path, False, False)
+
+
+_MARKERS = frozenset((InputName, OutputName, VersionedValue))
+_EXACT = frozenset((str, int, bool, type(None)))
+"""The values that are their own canonical form (a float must be finite, and is noted: see `hash8`)."""
 _PLAIN_TYPES = frozenset(cls for cls, k in _KINDS.items() if k == PLAIN)
 
 
-def _check_record(st: ConfigScan, value: Any, cls: type, path: str, plain_root: bool) -> tuple:
+def _check_record(st: ConfigScan, value: Any, cls: type, path: str, plain_root: bool) -> tuple[_FieldPlan, ...]:
     """The class's field plans, after checking that `value` is no step and that its fields fit their
     annotations (and, under a plain config, noting its unversioned settings)."""
-    if isinstance(value, StepNode):
+    plans, checks, settings, is_step = _plan(cls)
+    if is_step:
         raise ConfigError(f"field {path!r} holds a step; use output_path_of(step)")
-    plans, settings = _plan(cls)
     errors = None
-    for name, suffix, _, hint, _, _ in plans:
-        if hint is not Any:
-            item = getattr(value, name)
-            if type(item) is not hint:
-                problem = type_error(item, hint)
-                if problem:
-                    errors = errors or []
-                    errors.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
+    for name, suffix, hint in checks:
+        item = getattr(value, name)
+        if type(item) is not hint:
+            problem = type_error(item, hint)
+            if problem:
+                errors = errors or []
+                errors.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
     if errors:
         raise ConfigError("config field " + "; ".join(errors))
     if settings and plain_root:
@@ -241,7 +274,7 @@ def _check_record(st: ConfigScan, value: Any, cls: type, path: str, plain_root: 
             if type(getattr(value, name)) in (int, float, bool, str) and (cls, name) not in _warned:
                 _warned.add((cls, name))
                 st.unversioned_settings.append(f"{path}.{name}" if path else name)
-    return plans, settings
+    return plans
 
 
 def _canonical(st: ConfigScan | None, value: Any, where: str, scope: bool, split: bool) -> Any:
@@ -254,6 +287,8 @@ def _canonical(st: ConfigScan | None, value: Any, where: str, scope: bool, split
     if cls is float:
         if not math.isfinite(value):
             raise UnversionableValueError(f"{where}: {value!r} is not a finite float")
+        if st is not None:
+            st.floats = True
         return value
     k = _KINDS.get(cls)
     if k is None:
@@ -268,9 +303,9 @@ def _canonical(st: ConfigScan | None, value: Any, where: str, scope: bool, split
                 raise UnversionableValueError(f"{where}: dict key {key!r} is not a str")
         return {key: _canonical(st, item, f"{where}.{key}", False, split) for key, item in value.items()}
     if k == RECORD:
-        plans, _ = _check_record(st, value, cls, where, False) if st is not None else (_plan(cls), ())
+        plans = _check_record(st, value, cls, where, False) if st is not None else _plan(cls)[0]
         out = {}
-        for name, suffix, f, _, field_rule, spec in plans:
+        for name, suffix, f, field_rule, spec in plans:
             item = getattr(value, name)
             if spec is not None and scope:
                 _input_paths(st, item, where + suffix, spec)
@@ -288,10 +323,10 @@ def _canonical(st: ConfigScan | None, value: Any, where: str, scope: bool, split
         return out
     if k == MARKER and split:
         raise _HOLDS_MARKER
-    return _canonical_leaf(value, where)
+    return _canonical_leaf(st, value, where)
 
 
-def _canonical_leaf(value: Any, where: str) -> Any:
+def _canonical_leaf(st: ConfigScan | None, value: Any, where: str) -> Any:
     """The canonical form of a leaf that is not exactly a str, int, float, bool or None."""
     if isinstance(value, str):
         return str.__str__(value)
@@ -302,9 +337,11 @@ def _canonical_leaf(value: Any, where: str) -> Any:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise UnversionableValueError(f"{where}: {value!r} is not a finite float")
+        if st is not None:
+            st.floats = True
         return float(value)
     if isinstance(value, enum.Enum):
-        return _canonical(None, value.value, where, False, False)
+        return _canonical(st, value.value, where, False, False)
     if isinstance(value, PurePath):
         return str(value)
     raise UnversionableValueError(

@@ -62,9 +62,11 @@ class PlannedStep:
     """What the walk over its config found: its marker routes (for `instantiate_config`) and plain inputs
     (checked before a run)."""
 
-    @property
-    def identity(self) -> str:
-        return f"{self.name}-{self.hash}"
+    identity: str = dataclasses.field(init=False, default="")
+    """'<name>-<hash>'."""
+
+    def __post_init__(self) -> None:
+        self.identity = f"{self.name}-{self.hash}"
 
     def __repr__(self) -> str:
         return f"PlannedStep({self.relative_output_path!r})"
@@ -150,8 +152,8 @@ def _path_problem(text: str, absolute_ok: bool) -> str | None:
     body = body.rstrip("/") if absolute_ok else body
     if absolute_ok and body.startswith("/"):
         body = body[1:]
-    segments = body.split("/")
-    if any(seg in ("", ".", "..") for seg in segments):
+    padded = f"/{body}/"
+    if "//" in padded or "/./" in padded or "/../" in padded:
         return "has an empty, '.' or '..' part (it must stay inside its folder)"
     return None
 
@@ -253,7 +255,7 @@ def _plan_one(step: ExecutorStep, found: ConfigScan, by_step: dict, prefix: str)
     version: dict = {"name": step.name, "config": config, "dependencies": [d.identity for d in deps]}
     if pseudo:
         version["pseudo_dependencies"] = [d.identity for d in pseudo]
-    digest = hash8(version)
+    digest = hash8(version, floats=found.floats)
     output_path, rel = _resolve_output(prefix, step, digest)
     return PlannedStep(step, step.name, version, digest, output_path, rel, deps, pseudo, scan=found)
 
