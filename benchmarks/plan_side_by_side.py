@@ -44,7 +44,11 @@ def once(python: str, adapter: str, pythonpath: str | None, n: int, work: str) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--marin-python", required=True, help="python of the environment with marin-core")
-    parser.add_argument("--marin-adapter", default=os.path.join(HARNESS, "marin_adapter.py"))
+    parser.add_argument(
+        "--marin-adapter",
+        default=os.path.join(HARNESS, "marin_adapter.py"),
+        help="the harness's adapter of Marin's executor",
+    )
     parser.add_argument("--tree", action="append", default=[], help="another checkout of this project")
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--rounds", type=int, default=5)
