@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from marin.execution.authoring import ExecutorStep
 from marin.execution.input_check import check_inputs
-from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
+from marin.execution.planning import Plan, PlannedStep, instantiate_config, paused_gc, plan_steps
 from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
 from marin.storage import append_line, create_if_absent, exists, join
 from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
@@ -220,14 +220,15 @@ class Executor:
         from marin.execution.run_result import RunResult
 
         lease_heartbeat_s(), lease_timeout_s()  # a bad MARIN_LEASE_* setting fails before the run
-        plan = plan_steps(steps, self.prefix)
-        decisions = self.decide(
-            plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
-        )
-        check_inputs(steps_to_run(decisions))
-        if dry_run:
-            print_plan(decisions, self.prefix)
-            return RunResult(plan.output_paths())
+        with paused_gc():
+            plan = plan_steps(steps, self.prefix)
+            decisions = self.decide(
+                plan, run_only, force_run_failed, rerun_code_changed, check_code=True, explain_new=dry_run
+            )
+            check_inputs(steps_to_run(decisions))
+            if dry_run:
+                print_plan(decisions, self.prefix)
+                return RunResult(plan.output_paths())
         changed = [d.planned.name for d in decisions if d.code_changed and d.action is Action.SKIP]
         if changed:
             logger.warning(

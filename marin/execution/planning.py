@@ -24,11 +24,12 @@ run): a plan that only hashes does not copy them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from marin.config.canonical import hash8
@@ -176,19 +177,25 @@ def _resolve_output(prefix: str, step: ExecutorStep, digest: str) -> tuple[str, 
     return join(prefix, override), override.strip("/")
 
 
-def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
-    """Versions, hashes and output paths of every step reachable from `steps` (no I/O).
-
-    The cyclic garbage collector is paused while planning: a plan makes no reference cycles, but it makes
-    many objects, and each collection they trigger walks every object of the experiment again (half the time
-    of a 10,000-step plan went to it)."""
-    paused = gc.isenabled()
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: planning and deciding make no reference cycles, but they make
+    many objects (a few per step), and each collection these trigger walks every object of the experiment
+    again: half the time of a 10,000-step plan, and of its dry run, went to it."""
+    enabled = gc.isenabled()
     gc.disable()
     try:
-        return _plan_steps(steps, prefix)
+        yield
     finally:
-        if paused:
+        if enabled:
             gc.enable()
+
+
+def plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
+    """Versions, hashes and output paths of every step reachable from `steps` (no I/O), the garbage
+    collector paused (`paused_gc`)."""
+    with paused_gc():
+        return _plan_steps(steps, prefix)
 
 
 def _plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
@@ -254,7 +261,7 @@ def _plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
 
 
 def _plan_one(step: ExecutorStep, found: ConfigScan, by_step: dict, prefix: str) -> PlannedStep:
-    config = dict(found.versioned)
+    config = found.versioned.copy()
     deps: list[PlannedStep] = []
     pseudo: list[PlannedStep] = []
     for path, inp in found.inputs:
