@@ -110,7 +110,7 @@ def _same_objects(a: Any, b: Any) -> bool:
     return a == b
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(configs)
 def test_resolving_by_the_routes_gives_what_replacing_every_marker_gives(config: Any) -> None:
     found = scan(config)
@@ -132,7 +132,7 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.from_regex(r"[a-z]{1,3}", fullmatch=True), values, max_size=4))
 def test_the_hash_is_sha256_of_pythons_canonical_json_of_the_version(fields: dict) -> None:
     step = ExecutorStep(name="v/step", fn=_noop, config=Plain(a={k: versioned(v) for k, v in fields.items()}))
