@@ -22,12 +22,23 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from marin.config.declarations import InputSpec
+from marin.config.walk import scan
 from marin.execution.planning import PlanError, PlannedStep
 from marin.storage import exists, join, protocol_of
 
 
 class MissingInputError(PlanError):
     """Plain input paths that are absent or not what their field needs; the message names each step and field."""
+
+
+def plain_inputs(config: object) -> list[tuple[str, InputSpec, str]]:
+    """(field path, spec, plain path) of every declared input of `config` that is not another step's output (in
+    its fields and in those of every `StepConfig` held by one): what the walk over it notes. For a planned step,
+    `planned.scan.plain_inputs` holds them already."""
+    found = scan(config)
+    if found.input_problem:
+        raise PlanError(found.input_problem)
+    return found.plain_inputs
 
 
 def _problem(spec: InputSpec, path: str) -> str | None:
