@@ -9,6 +9,10 @@ Parts (`--parts`, comma-separated):
 - verify: a step that writes `--gb` GB (8 files of random bytes) runs in lab A; lab B reuses it by copy
   and lab C by reference. Reported: MB/s of the reuse (copy + verification) and of the verification alone
   (reference mode: hashing in place), against `sha256sum` over the same files, measured in the same run.
+- probe: lab A runs `--probe_steps` tiny steps on the GCS emulator; lab B plans the same steps
+  (`--dry_run`) with `cache_from` lab A, and with `cache_from` an empty prefix, through a proxy adding
+  `--latency_ms` to every request. Reported: the requests per step and the wall time of each plan (what
+  reading a source's records bounded and checked costs on a bucket).
 
 Run (2 cores): PYTHONPATH=. .venv/bin/python benchmarks/reuse_bench.py --workdir /tmp/marin-reuse-bench
 Results go to benchmarks/results/reuse.json.
@@ -146,6 +150,43 @@ def verify(workdir: str, gb: float) -> dict:
     return figures
 
 
+def probe(workdir: str, n_steps: int, latency_ms: float) -> dict:
+    from pathlib import Path
+
+    from tests.emulators import clear_storage_caches, start_gcs
+    from tests.fault_proxy import FaultProxy
+    from tests.lease_dag import build
+
+    emulator = start_gcs(Path(workdir))
+    try:
+        os.environ.update(emulator.env())
+        clear_storage_caches()
+        source, empty = f"gs://{emulator.bucket}/lab-a", f"gs://{emulator.bucket}/lab-empty"
+        steps = build(os.path.join(workdir, "calls"), n_steps)
+        _quiet_run(Executor(source, backend="local", experiment_name="probe"), steps)
+        proxy = FaultProxy(emulator.url.removeprefix("http://"), latency_s=latency_ms / 1000).start()
+        out = {"steps": n_steps, "latency_ms": latency_ms}
+        try:
+            os.environ.update(emulator.env(proxy.url))
+            clear_storage_caches()
+            for label, src in (("from_lab_a", source), ("from_an_empty_prefix", empty)):
+                cache = CacheFrom(sources=(src,))
+                executor = Executor(f"gs://{emulator.bucket}/lab-b-{label}", backend="local", cache_from=cache)
+                before = proxy.counts["requests"]
+                t0 = time.perf_counter()
+                with contextlib.redirect_stdout(io.StringIO()):
+                    executor.run(steps, dry_run=True)
+                out[label] = {
+                    "seconds": round(time.perf_counter() - t0, 2),
+                    "requests_per_step": round((proxy.counts["requests"] - before) / n_steps, 2),
+                }
+        finally:
+            proxy.stop()
+        return out
+    finally:
+        emulator.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", default="/tmp/marin-reuse-bench")
@@ -153,6 +194,8 @@ def main() -> None:
     parser.add_argument("--gb", type=float, default=1.0, help="size of the verified output (verify part)")
     parser.add_argument("--steps_a", type=int, default=6, help="lab A's num_train_steps")
     parser.add_argument("--steps_b", type=int, default=8, help="the changed num_train_steps of labs B and C")
+    parser.add_argument("--probe_steps", type=int, default=100, help="steps of the probe part")
+    parser.add_argument("--latency_ms", type=float, default=20.0, help="latency added per request (probe part)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "reuse.json"))
     args = parser.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -163,6 +206,7 @@ def main() -> None:
         results[part] = {
             "tutorial": lambda: tutorial(args.workdir, args.steps_a, args.steps_b),
             "verify": lambda: verify(args.workdir, args.gb),
+            "probe": lambda: probe(args.workdir, args.probe_steps, args.latency_ms),
         }[part]()
         print(json.dumps({part: results[part]}, indent=2), flush=True)
     with open(args.out, "w") as f:

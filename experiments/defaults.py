@@ -35,6 +35,7 @@ from marin.processing.quality_classifier import TrainQualityClassifierConfig, tr
 from marin.processing.quality_filter import QualityFilterConfig, quality_filter
 from marin.processing.tokenize import TokenizeConfig, tokenize
 from marin.processing.train_tokenizer import TrainTokenizerConfig, train_tokenizer
+from marin.stepkit.errors import names_step
 
 StepInput = ExecutorStep | InputName | str
 
@@ -62,6 +63,7 @@ def shakespeare_source(plays: tuple[str, ...] = (), num_shards: int = 8) -> Exec
     )
 
 
+@names_step("raw")
 def default_download(
     name: str,
     source: StepInput,
@@ -89,6 +91,7 @@ def default_download(
     )
 
 
+@names_step("filtered")
 def default_filter(
     name: str,
     documents: StepInput,
@@ -130,6 +133,7 @@ def default_filter(
     )
 
 
+@names_step("deduped")
 def default_dedup(
     name: str,
     documents: StepInput,
@@ -164,6 +168,7 @@ def default_dedup(
     )
 
 
+@names_step("tokenizers")
 def default_tokenizer(
     name: str,
     documents: StepInput,
@@ -196,6 +201,7 @@ def default_tokenizer(
     )
 
 
+@names_step("tokenized")
 def default_tokenize(
     name: str,
     documents: StepInput,
@@ -224,6 +230,7 @@ def default_tokenize(
     )
 
 
+@names_step("classifiers")
 def default_quality_classifier(
     name: str,
     positive: StepInput | list[StepInput],
@@ -247,6 +254,7 @@ def default_quality_classifier(
     )
 
 
+@names_step("quality")
 def default_quality_filter(
     name: str,
     documents: StepInput,
@@ -277,6 +285,7 @@ def default_quality_filter(
     )
 
 
+@names_step("decontaminated")
 def default_decontaminate(
     name: str,
     documents: StepInput,

@@ -32,10 +32,12 @@ from marin.evaluation.harness import HarnessConfig, harness
 from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
 from marin.execution import ExecutorStep, ResourceConfig, output_path_of
 from marin.stepkit.config import checked
+from marin.stepkit.errors import names_step
 from marin.storage import join, read_text
 from marin.training.config import LlamaModelConfig, OptimizerConfig
 
 
+@names_step("evaluation/harness")
 def default_harness(
     name: str,
     trained: ExecutorStep,

@@ -25,6 +25,7 @@ from marin.evaluation.forecast_check import ForecastCheckConfig, forecast_check
 from marin.evaluation.harness_hook import train_with_harness
 from marin.execution import ExecutorStep, InputName, ResourceConfig, output_path_of
 from marin.stepkit.config import checked
+from marin.stepkit.errors import names_step
 from marin.training.config import LlamaModelConfig, OptimizerConfig, TrainConfig
 from marin.training.train import train
 
@@ -44,6 +45,7 @@ def named_datasets(tokenized: StepOrPath | dict[str, StepOrPath]) -> dict[str, I
     return {name: _path(tokenized)}
 
 
+@names_step("checkpoints")
 def default_train(
     name: str,
     tokenized: StepOrPath | dict[str, StepOrPath],
@@ -88,6 +90,7 @@ def default_train(
     )
 
 
+@names_step("evaluation")
 def default_eval(
     name: str,
     trained: ExecutorStep,

@@ -27,7 +27,9 @@ def _run_script(script: str, args: list[str]) -> None:
 
 
 def _with_steps(script: str, args: list[str], action) -> int:
-    """Runs the script with executor_main captured, so `action(steps, description, cfg)` sees its DAG.
+    """Runs the script with executor_main captured, so `action(steps, description, cfg, experiment_name)` sees
+    its DAG (`experiment_name`: what the script passes to executor_main, which names its record; None: the
+    script's own name).
 
     The script sees the same flags (`--prefix` above all), so one that reads them in its own `main`
     (the ladders look up their forecast under the prefix) plans what a run with them would run."""
@@ -37,8 +39,8 @@ def _with_steps(script: str, args: list[str], action) -> int:
     configure_logging()
     result: dict = {}
 
-    def hook(steps, description):
-        result["rc"] = action(steps, description, cfg)
+    def hook(steps, description, experiment_name=None):
+        result["rc"] = action(steps, description, cfg, experiment_name)
         return {}
 
     previous = capture_steps(hook)
@@ -62,12 +64,16 @@ def _reported(action):
     """`action` with a bad plan (a PlanError: unknown step, a --run_only that matches nothing, a cycle)
     reported as one `error:` line and exit status 2, as `marin run` does, instead of a traceback."""
 
-    def run(steps, description, cfg):
+    def run(steps, description, cfg, experiment_name=None):
         from marin.execution.planning import PlanError
 
         try:
-            return action(steps, description, cfg)
+            return action(steps, description, cfg, experiment_name)
         except PlanError as exc:
+            if cfg.traceback:
+                import traceback
+
+                traceback.print_exc()
             print(f"error: {exc}", file=sys.stderr)
             return 2
 
@@ -88,8 +94,13 @@ def cmd_plan(ns) -> int:
 
     register()
 
-    def action(steps, description, cfg):
-        executor = Executor(resolve_prefix(cfg.prefix), backend="local", cache_from=cache_from_of(cfg))
+    def action(steps, description, cfg, experiment_name):
+        executor = Executor(
+            resolve_prefix(cfg.prefix),
+            backend="local",
+            cache_from=cache_from_of(cfg),
+            experiment_name=experiment_name,
+        )
         plan = executor.plan_dag(steps)
         decisions = executor.decide(
             plan, cfg.run_only, cfg.force_run_failed, cfg.rerun_code_changed, check_code=True, explain_new=True
@@ -111,7 +122,7 @@ def cmd_explain(ns) -> int:
     from marin.execution.planning import plan_steps
     from marin.tools.explain import explain_step
 
-    def action(steps, description, cfg):
+    def action(steps, description, cfg, experiment_name):
         prefix = resolve_prefix(cfg.prefix)
         if "://" not in prefix:
             prefix = os.path.abspath(prefix)
@@ -137,7 +148,15 @@ def cmd_rerun(ns) -> int:
 def cmd_verify(ns) -> int:
     from marin.tools.verify import verify_main
 
-    return verify_main(ns.a, ns.b, ns.steps, rehash=not ns.manifests_only, rtol=ns.rtol, atol=ns.atol)
+    return verify_main(
+        ns.a,
+        ns.b,
+        ns.steps,
+        rehash=not ns.manifests_only,
+        rtol=ns.rtol,
+        atol=ns.atol,
+        show_volatile=ns.show_volatile,
+    )
 
 
 def cmd_lineage(ns) -> int:
@@ -260,6 +279,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 3 when nothing else differs; 0 compares bits)",
     )
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL, help="the absolute part of that tolerance")
+    p.add_argument(
+        "-v",
+        "--show_volatile",
+        "--show-volatile",
+        action="store_true",
+        help="list, under each step, the volatile files (timings, ledgers) that are not compared byte for byte, "
+        "and whether their bytes differ",
+    )
     p.set_defaults(fn=cmd_verify)
 
     p = sub.add_parser(
@@ -319,10 +346,17 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(argv)
     if getattr(ns, "job", None) and ns.job[:1] == ["--"]:
         ns.job = ns.job[1:]
+    from marin.stepkit.errors import ConfigError, report
+
     try:
         return ns.fn(ns) or 0
     except KeyboardInterrupt:
-        return 130
+        from marin.execution.interrupts import interrupted_exit_code
+
+        return interrupted_exit_code()
+    except ConfigError as exc:
+        report(exc)
+        return 2
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
+from marin.browser.html import fmt_duration
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, versioned
 from marin.training.config import LlamaModelConfig
 from marin.training.cost import cost_record, evaluation_flops, training_flops, write_cost_record
@@ -67,7 +68,8 @@ def test_the_step_page_sets_the_estimate_beside_the_measurement(lab):
     assert f"device-seconds {estimated:.3g} s 3 s" in text, text
     assert f"measured / estimated ×{3.0 / estimated:.3g} (slower than estimated)" in text
     assert f"MFU 0.4 {TRAIN['flops'] / 3.0 / 5e10:.3g}" in text
-    assert "1 × cpu-core" in text and f"{TRAIN['flops']:.3g} FLOPs" in text
+    assert "1 × cpu-core" in text
+    assert f"{TRAIN['flops']:.3g} FLOPs (model), {TRAIN['flops_6nd']:.3g} FLOPs (6·N·D), over" in text, text
 
 
 def test_the_experiment_page_adds_up_estimate_and_measurement_over_its_steps(lab):
@@ -81,11 +83,40 @@ def test_the_experiment_page_adds_up_estimate_and_measurement_over_its_steps(lab
     eval_s = EVAL["flops"] / (2 * 5e10 * 0.4) * 2  # 2 cores: device-seconds are the work over one core's rate
     measured = 3.0 * 1 + 0.5 * 2
     text = _text(html[html.index("<h2>Cost") :])
-    assert f"total over 2 steps: {TRAIN['flops'] + EVAL['flops']:.3g} FLOPs" in text, text
-    assert (
-        f"estimated {(train_s + eval_s) / 3600:.3g} device-hours, measured {measured / 3600:.3g} device-hours" in text
-    )
+    assert f"total over 2 steps: {TRAIN['flops'] + EVAL['flops']:.3g} FLOPs (model)" in text, text
+    words = text.replace(" ,", ",")
+    assert f"device time estimated {fmt_duration(train_s + eval_s)}, measured {fmt_duration(measured)} (" in words
+    assert "device-hours" not in text
     costs = html[html.index('class="data costs') :]
     rows = re.findall(r"<tr>.*?</tr>", costs[: costs.index("</table>")], re.S)
     assert len(rows) == 3  # the header and one row per step
     assert "2 cpu-core" in rows[2] and f"{0.5 * 2:.3g} s" in rows[2]
+
+
+def test_plan_step_pages_and_leaderboard_label_the_two_flop_counts_alike(lab, tmp_path):
+    """`FLOPs (model)` and `FLOPs (6·N·D)` mean one thing each wherever a count is shown: the plan's cost table,
+    a step's cost section, the experiment's cost table, and the leaderboard (whose x axis is 6·N·D)."""
+    from marin.browser.costs import MODEL_FLOPS, SIX_ND_FLOPS
+    from marin.browser.results import X_AXES
+    from marin.tools import plan_cost
+
+    assert (plan_cost.MODEL_FLOPS, plan_cost.SIX_ND_FLOPS) == (MODEL_FLOPS, SIX_ND_FLOPS)
+    prefix, paths = lab
+    client = TestClient(create_app([prefix]))
+    rel = paths["checkpoints/tiny"][len(prefix) + 1 :]
+    step = _text(client.get(f"/step/0/{rel}").text)
+    assert MODEL_FLOPS in step and SIX_ND_FLOPS in step
+    listing = client.get("/").text
+    href = re.search(r'href="(/exp/0/experiments/costed-[0-9a-f]{8}\.json)"', listing)[1]
+    costs = client.get(href).text
+    costs = costs[costs.index('class="data costs') :]
+    headers = [_text(h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", costs[: costs.index("</tr>")], re.S)]
+    assert MODEL_FLOPS in headers and "FLOPs" not in headers, headers
+    assert SIX_ND_FLOPS.removeprefix("FLOPs ") in X_AXES["flops"]
+    evaluation = paths["evaluation/tiny"]
+    with open(f"{evaluation}/results.json", "w") as f:
+        f.write('{"macro_bpb": 2.0, "macro_loss": 3.0, "flops": 1e12, "tokens": 1e6, "parameter_count": 1e5}')
+    board = client.get("/leaderboard").text
+    head = board[board.index('class="data') :]
+    headers = [_text(h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", head[: head.index("</tr>")], re.S)]
+    assert SIX_ND_FLOPS in headers and "FLOPs" not in headers, headers

@@ -112,3 +112,26 @@ def test_tutorial_dags_fit_their_box_with_distinct_readable_names(tutorial_lab):
                 assert _inside(e, g["svg"]), f"{stem}: an edge leaves the drawing: {e} vs {g['svg']}"
         assert errors == []
     assert os.path.getsize(shots / "dag-tiny_ladder.png") > 10_000
+
+
+def test_a_wide_dag_uses_a_wide_window(tutorial_lab):
+    """The ladder's DAG is wider than the box of a 1,400 px window at full size: there it is drawn scaled to the
+    box, and a 1,900 px window draws it wider, at a larger scale (up to what fits the box's height), still
+    inside its box without scrolling."""
+    widths = {}
+    for width in (1400, 1900):
+        with served_page([tutorial_lab], viewport=(width, 1000)) as (url, page, errors):
+            page.goto(url + "/")
+            page.locator("a.exp-link", has_text="tiny_ladder").first.click()
+            page.locator("svg.dag").wait_for()
+            g = page.evaluate(GEOMETRY)
+            natural = float(page.evaluate("document.querySelector('svg.dag').viewBox.baseVal.width"))
+            sw, cw, sh, ch = g["scroll"]
+            assert sw <= cw and sh <= ch, f"{width}: the DAG box scrolls ({sw}x{sh} in {cw}x{ch})"
+            assert _inside(g["svg"], g["box"])
+            widths[width] = (g["svg"][2] - g["svg"][0], g["box"][2] - g["box"][0], natural)
+            assert errors == []
+    drawn_small, box_small, natural = widths[1400]
+    drawn_wide, box_wide, _ = widths[1900]
+    assert natural > box_small and drawn_small >= box_small - 12, widths  # scaled down to fill the narrow box
+    assert drawn_wide > 1.15 * drawn_small, widths  # the wide window draws it larger (before: 1,340 px in both)

@@ -196,7 +196,7 @@ def test_log_log_on_request_places_the_points_on_logarithmic_axes(shots):
 def test_the_page_states_the_targets_estimated_cost(shots):
     cost = FORECAST["prediction"]["cost"]
     text = shots["linear"]["cost"]
-    assert "the target's estimated cost: 2.5e+13 FLOPs (6·N·D)" in text, text
+    assert "the target's estimated cost: 2.5e13 FLOPs (6·N·D)" in text, text
     for device, hours in cost["device_hours"].items():
         assert f"{fmt_value(hours)} device-hours on one {device}" in text, text
     assert text.endswith("at an assumed MFU of 0.4")

@@ -48,3 +48,6 @@ def test_host_names_parse_ports_brackets_and_wildcards():
     assert allowed_hosts("127.0.0.1") == frozenset({"127.0.0.1", "localhost", "::1"})
     assert "10.1.2.3" in allowed_hosts("10.1.2.3", ["tunnel.example"])
     assert "tunnel.example" in allowed_hosts("10.1.2.3", ["tunnel.example"])
+    assert host_name("127.0.0.1:8765@evil.example") == "", "a port is digits only: nothing may follow it"
+    assert host_name("[::1]:8765@evil.example") == "" and host_name("[evil.example]:80") == ""
+    assert host_name("127.0.0.1/x") == "" and host_name("a b") == ""

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from starlette.testclient import TestClient
 
 from marin.browser.app import create_app
-from marin.browser.charts import pareto_front
+from marin.browser.charts import Chart, fmt_value, pareto_front
 from tests.browser_support import artifacts_dir, served_page
 from tests.research_lab import ISOFLOP_BUDGETS, LADDER_SIZES, SWEEP_LRS, TOKENS_PER_PARAM, research_prefix
 
@@ -98,10 +98,10 @@ def test_runs_table_has_a_column_per_differing_field_and_each_runs_evaluation(cl
     _, names = lab
     html = client.get("/runs?step=train/rung").text
     headers = re.findall(r"<th>(.*?)</th>", html.split('id="runs"', 1)[1].split("</thead>", 1)[0])
-    assert headers[3] == "lr" and "parameters" not in headers  # shared by every sweep run: listed once below
+    assert headers[4] == "lr" and "parameters" not in headers  # shared by every sweep run: listed once below
     rows = [cells(r) for r in rows_of(html, "runs")]
-    assert sorted(float(r[3]) for r in rows) == sorted(SWEEP_LRS)
-    assert all(float(r[5]) > 0 for r in rows)  # each run's evaluation bpb is attached
+    assert sorted(float(r[4]) for r in rows) == sorted(SWEEP_LRS)
+    assert all(float(r[6]) > 0 for r in rows)  # each run's evaluation bpb is attached
     assert "fields every run shares" in html and "parameters" in html
     assert client.get("/runs?step=train/nothing").text.count("no training runs named") == 1
 
@@ -115,7 +115,7 @@ def test_ladder_page_draws_rungs_the_fitted_law_and_the_forecast(client, lab):
     assert 'class="line fit"' in plot
     for rel in names["ladder_eval"]:
         assert f'href="/step/0/{rel}"' in html
-    assert re.search(r"forecast bpb at 1e\+16 FLOPs: <b>[\d.]+</b>", html)
+    assert re.search(r"forecast bpb at 1e16 FLOPs: <b>[\d.]+</b>", html)
 
 
 def test_training_curves_take_tokens_or_flops_as_x_and_smooth_only_the_training_line(client, lab):
@@ -128,7 +128,7 @@ def test_training_curves_take_tokens_or_flops_as_x_and_smooth_only_the_training_
     assert "training FLOPs (6·N·tokens) (log)" in flops
     assert 'data-series="loss (raw)"' in flops and 'data-series="loss"' in flops
     last_tokens = 2_000_000 * TOKENS_PER_PARAM
-    assert f"@ {6 * 2_000_000 * last_tokens:.3g}" in flops  # the hover title of the last point
+    assert f"@ {fmt_value(6 * 2_000_000 * last_tokens)}" in flops  # the hover title of the last point
 
 
 def test_research_pages_in_chromium(lab):
@@ -176,7 +176,7 @@ def test_harness_scores_join_the_evaluation_of_the_same_checkpoint(client, lab):
     assert "next_line" in headers
     col = headers.index("next_line")
     scored = [cells(r) for r in rows_of(html, "board") if cells(r)[col] != "—"]
-    assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e+06", "0.625")]
+    assert [(r[2], r[7], r[col]) for r in scored] == [("ladder", "8e6", "0.625")]
     step = client.get(f"/step/0/{names['harness']}").text
     assert 'data-kind="metrics.json"' in step and "next_line" in step and "0.625" in step
 
@@ -190,6 +190,26 @@ def test_leaderboard_marks_the_run_whose_forecast_was_checked_with_its_error(cli
     assert len(marked) == 1 and "isoflop-target" in marked[0][3]
     assert marked[0][-2].startswith("✓ " if check["within_interval"] else "✗ ")
     assert f"{check['error']:+.3f}" in marked[0][-2] and f"({100 * check['relative_error']:+.1f}%)" in marked[0][-2]
+
+
+def test_leaderboard_log_axis_reads_in_powers_of_ten_and_its_legend_names_only_what_is_drawn(client):
+    html = client.get("/leaderboard").text
+    plot = html.split('class="plot leaderboard-plot"', 1)[1].split("</svg>", 1)[0]
+    x_ticks = re.findall(r'<text class="tick" x="[\d.]+" y="[\d.]+" text-anchor="middle">([^<]*)</text>', plot)
+    assert x_ticks and all(re.fullmatch(r"1e\d+", t) for t in x_ticks), x_ticks  # not 1e+14
+    exponents = [int(t[2:]) for t in x_ticks]
+    assert exponents == list(range(exponents[0], exponents[-1] + 1)), "a label every decade"
+    assert plot.count('class="grid minor"') >= 8 * (len(x_ticks) - 1)  # 2..9 between the decades
+    legend = re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', plot)
+    assert legend == ["runs", "Pareto frontier"], legend  # the frontier's staircase is not a second entry
+    for name in legend:
+        assert f'class="marker {"run" if name == "runs" else "frontier"}" data-series="{name}"' in plot
+
+
+def test_a_chart_lists_no_series_without_points_in_its_legend():
+    """The leaderboard's 'runs' when every run is on the frontier: an entry with nothing drawn misleads."""
+    svg = Chart(log_x=True).points("runs", []).points("Pareto frontier", [(1e9, 1.2), (1e10, 1.1)]).render()
+    assert re.findall(r'<text class="legend"[^>]*>([^<]*)</text>', svg) == ["Pareto frontier"]
 
 
 def test_the_forecast_page_draws_log_log_on_request(client, lab):

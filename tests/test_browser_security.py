@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from marin.browser.app import create_app
+from marin.browser.app import SECURITY_HEADERS, browser_app, create_app
 from marin.browser.storage import Forbidden, check_relative
 from tests.browser_pipeline import lab_prefix
 from tests.browser_support import ServerThread, fake_gcs_server, upload_tree
@@ -288,3 +288,54 @@ def test_binding_beyond_loopback_needs_the_flag_and_warns(lab):
             proc.terminate()
             _, err = proc.communicate(timeout=15)
         assert ("WARNING" in err) == warns, err
+
+
+def _request(port: int, path: str, host: str) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("GET", path, skip_host=True)
+    conn.putheader("Host", host)
+    conn.endheaders()
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response
+
+
+def test_a_host_header_with_anything_after_the_port_is_refused(lab):
+    root, _ = lab
+    with ServerThread(browser_app([str(root)])) as server:
+        port = server.port
+        assert _request(port, "/", f"127.0.0.1:{port}").status == 200
+        for host in (
+            f"127.0.0.1:{port}@evil.example",
+            f"localhost:{port}@evil.example",
+            f"127.0.0.1:{port}:{port}",
+            f"127.0.0.1:{port}/evil.example",
+            f"127.0.0.1 evil.example:{port}",
+            f"[::1]:{port}@evil.example",
+            f"[evil.example]:{port}",
+            "127.0.0.1:x",
+        ):
+            assert _request(port, "/", host).status == 421, host
+
+
+def test_error_responses_carry_the_same_security_headers_as_pages(lab):
+    root, names = lab
+    with ServerThread(browser_app([str(root)])) as server:
+        port, host = server.port, f"127.0.0.1:{server.port}"
+        page = _request(port, "/", host)
+        assert page.status == 200
+        expected = {name: page.getheader(name) for name in SECURITY_HEADERS}
+        assert all(expected.values()), expected
+        for path, host_header, status in (
+            ("/no-such-route", host, 404),
+            (f"/step/0/{names['data']}-missing", host, 404),
+            ("/raw/0/no-such-file.json", host, 404),
+            ("/raw/0/../secret.txt", host, 403),
+            ("/", "evil.example", 421),
+            ("/static/nothing.css", host, 404),
+        ):
+            response = _request(port, path, host_header)
+            assert response.status == status, (path, response.status)
+            got = {name: response.getheader(name) for name in SECURITY_HEADERS}
+            assert got == expected, (path, status, got)

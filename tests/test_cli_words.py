@@ -77,6 +77,24 @@ def test_plan_does_not_name_a_record_it_does_not_write(tmp_path):
     assert after.startswith("record: ") and os.path.exists(after.removeprefix("record: "))
 
 
+def test_plan_names_the_record_a_run_writes_when_the_script_names_its_experiment(tmp_path):
+    source = open(HELLO).read()
+    call = 'executor_main(steps=[stats], description="Hello world: generate documents, then count them")'
+    assert call in source
+    script = tmp_path / "my_exp_lr.py"
+    script.write_text(source.replace(call, call[:-1] + ', experiment_name="my_exp")'))
+    prefix = str(tmp_path / "lab")
+    predicted = marin("plan", str(script), "--prefix", prefix).stdout.strip().splitlines()[-1]
+    assert predicted.startswith("record: none yet (a run writes ") and "/experiments/my_exp-" in predicted, predicted
+    assert marin("run", str(script), "--prefix", prefix, "--backend", "local").returncode == 0
+    written = os.listdir(os.path.join(prefix, "experiments"))
+    record = next(name for name in written if name.endswith(".json"))
+    assert predicted == f"record: none yet (a run writes {os.path.join(prefix, 'experiments', record)})"
+    assert marin("plan", str(script), "--prefix", prefix).stdout.strip().splitlines()[-1] == (
+        f"record: {os.path.join(prefix, 'experiments', record)}"
+    )
+
+
 def test_plan_of_a_script_that_never_calls_executor_main_is_an_error(tmp_path):
     for source in ("print('hello')\n", "import sys\nprint('hello')\nsys.exit(0)\n"):
         script = tmp_path / "not_an_experiment.py"
@@ -132,3 +150,50 @@ def test_verify_says_when_two_records_are_of_different_experiments(tmp_path):
 def test_the_readme_rerun_prefix_is_ignored_by_git():
     check = subprocess.run(["git", "check-ignore", "-q", "again/x"], cwd=REPO)
     assert check.returncode == 0
+
+
+WRONG_TYPE = """
+from experiments.defaults import default_tokenize, default_tokenizer
+from experiments.defaults_training import default_train
+from marin.execution import executor_main
+
+tokenizer = default_tokenizer("mine-bpe", "/nonexistent/docs", vocab_size=256)
+tokenized = default_tokenize("mine", "/nonexistent/docs", tokenizer)
+trained = default_train("mine", tokenized, num_train_steps=10, checkpoint_every_steps="25")
+
+if __name__ == "__main__":
+    executor_main(steps=[trained])
+"""
+
+
+def test_a_wrong_typed_config_value_is_one_error_line_naming_the_step_and_the_field(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text(WRONG_TYPE)
+    line = 8
+    expected = (
+        f"error: step 'checkpoints/mine' ({script}:{line}): TrainConfig.checkpoint_every_steps: "
+        "expected int, got str '25'"
+    )
+    env = dict(os.environ, PYTHONPATH=REPO)
+    runs = {
+        "marin run": marin("run", str(script), "--prefix", str(tmp_path / "lab")),
+        "marin plan": marin("plan", str(script), "--prefix", str(tmp_path / "lab")),
+        "python": subprocess.run(
+            [sys.executable, str(script), "--prefix", str(tmp_path / "lab")],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=120,
+        ),
+    }
+    for how, run in runs.items():
+        assert run.returncode == (1 if how == "python" else 2), (how, run.stderr)
+        assert "Traceback" not in run.stderr, (how, run.stderr)
+        errors = [text for text in run.stderr.splitlines() if text.startswith("error:")]
+        assert errors == [expected], (how, run.stderr)
+        assert "--traceback" in run.stderr
+    assert not (tmp_path / "lab").exists()
+    shown = marin("plan", str(script), "--prefix", str(tmp_path / "lab"), "--traceback")
+    assert shown.returncode == 2 and "Traceback" in shown.stderr and "__post_init__" in shown.stderr
+    assert shown.stderr.strip().splitlines()[-1] == expected

@@ -133,3 +133,25 @@ def test_ctrl_c_in_a_mixed_auto_run_stops_the_ray_step_and_the_same_command_comp
     assert read_text(join(on_ray, ".executor_status")) == "SUCCESS"
     assert read_text(join(on_ray, "done.txt")) == "2 resumed=True"
     assert open(started).read().splitlines() == ["2", "2"]
+
+
+def test_sigterm_to_a_local_run_interrupts_it_as_ctrl_c_releases_the_lease_and_a_rerun_resumes(tmp_path):
+    """`kill PID` (a scheduler stopping the job): the step is put back, not left RUNNING under a dead lease."""
+    prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
+    proc = start(prefix, started, release, "local")
+    wait_for_file(started)
+    os.kill(proc.pid, signal.SIGTERM)
+    log = finish(proc, 120, "the run after SIGTERM")
+    assert proc.returncode == 128 + signal.SIGTERM, log
+    check_left_for_a_rerun(prefix, started, release, log)
+    status = subprocess.run(
+        [sys.executable, "-m", "marin.cli", "status", prefix], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert "RUNNING" not in status, status
+    open(release, "w").close()
+    rerun = start(prefix, started, release, "local")
+    rerun_log = finish(rerun, 240, "the rerun")
+    assert rerun.returncode == 0, rerun_log
+    executor = Executor(prefix, backend="local", experiment_name="interrupt")
+    first, _ = executor.plan(build(started, release)).values()
+    assert read_text(join(first, "done.txt")) == "1 resumed=True"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import logging
@@ -10,7 +11,7 @@ import random
 import pytest
 
 from marin.processing.documents import BadDocumentError, EmptyInputError
-from marin.processing.filter import FilterConfig, GopherQualityConfig, filter_documents
+from marin.processing.filter import FilterConfig, FilterWipeoutError, GopherQualityConfig, filter_documents
 from tests.data_docs import doc, english_doc, read_shard, tree_bytes, write_shard
 
 
@@ -130,3 +131,88 @@ def test_empty_input_fails_with_a_clear_error(tmp_path):
     write_shard(tmp_path / "empty" / "part-00000.jsonl.gz", [])
     with pytest.raises(EmptyInputError, match="no documents in input path"):
         filter_documents(FilterConfig(input_path=str(tmp_path / "empty"), output_path=str(tmp_path / "out2")))
+
+
+def _short_docs(prefix: str, n: int, source: str) -> list[dict]:
+    return [{**doc(f"{prefix}-{i}", f"Note {i}: too short to keep."), "source": source} for i in range(n)]
+
+
+def test_a_filter_that_keeps_nothing_fails_naming_the_source_and_the_filter_and_publishes_no_stats(tmp_path):
+    write_shard(tmp_path / "in" / "part-00000.jsonl.gz", _short_docs("web", 310, "web"))
+    cfg = FilterConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out"))
+    with pytest.raises(FilterWipeoutError) as err:
+        filter_documents(cfg)
+    message = str(err.value)
+    assert "source 'web' would keep 0.0% of its documents (0 of 310)" in message
+    assert "gopher_quality removed most of it (310 documents, mostly gopher_short_doc)" in message
+    assert "'web-0' (gopher_quality/gopher_short_doc): 'Note 0: too short to keep.'" in message
+    assert "min_kept_fraction=0.05" in message and "--force_run_failed" in message
+    report = json.loads((tmp_path / "out" / "filter_guard.json").read_text())
+    assert report["under_the_limit"] == ["web"]
+    assert report["sources"]["web"]["removed"] == {"gopher_quality/gopher_short_doc": 310}
+    assert not (tmp_path / "out" / "stats.json").exists()
+
+
+def test_a_source_kept_at_one_percent_fails_while_the_others_are_fine_and_none_turns_the_guard_off(tmp_path):
+    rng = random.Random(0)
+    good = [doc(f"book-{i}", english_doc(rng, 120)) for i in range(30)]
+    web = _short_docs("web", 198, "web") + [
+        {**doc(f"web-ok-{i}", english_doc(rng, 120)), "source": "web"} for i in range(2)
+    ]
+    write_shard(tmp_path / "in" / "part-00000.jsonl.gz", [{**d, "source": "books"} for d in good] + web[:100])
+    write_shard(tmp_path / "in" / "part-00001.jsonl.gz", web[100:])
+    cfg = FilterConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out"))
+    with pytest.raises(FilterWipeoutError, match=r"source 'web' would keep 1\.0% of its documents \(2 of 200\)"):
+        filter_documents(cfg)
+
+    stats = filter_documents(dataclasses.replace(cfg, min_kept_fraction=None))
+    assert stats["kept"] == 32
+    assert stats["sources"] == {
+        "books": {"documents": 30, "kept": 30, "kept_fraction": 1.0},
+        "web": {"documents": 200, "kept": 2, "kept_fraction": 0.01},
+    }
+    assert not (tmp_path / "out" / "filter_guard.json").exists()
+
+
+def test_a_small_source_is_not_judged_alone_but_a_step_keeping_nothing_is(tmp_path):
+    rng = random.Random(4)
+    write_shard(
+        tmp_path / "in" / "part-00000.jsonl.gz",
+        [doc(f"good-{i}", english_doc(rng, 120)) for i in range(25)] + _short_docs("tiny", 3, "tiny"),
+    )
+    stats = filter_documents(FilterConfig(input_path=str(tmp_path / "in"), output_path=str(tmp_path / "out")))
+    assert stats["sources"]["tiny"] == {"documents": 3, "kept": 0, "kept_fraction": 0.0}
+    write_shard(tmp_path / "few" / "part-00000.jsonl.gz", _short_docs("tiny", 3, "tiny"))
+    with pytest.raises(FilterWipeoutError, match=r"source 'tiny' would keep 0\.0% of its documents \(0 of 3\)"):
+        filter_documents(FilterConfig(input_path=str(tmp_path / "few"), output_path=str(tmp_path / "out2")))
+
+
+def test_the_run_summary_shows_what_the_filter_kept_and_a_wiped_out_filter_fails_itself_not_dedup(tmp_path, capsys):
+    from marin.execution import Executor, ExecutorRunError, ExecutorStep, output_path_of, this_output_path
+    from marin.processing.dedup import DedupConfig, dedup_documents
+
+    _corpus(tmp_path / "in")
+    write_shard(tmp_path / "web" / "part-00000.jsonl.gz", _short_docs("web", 310, "web"))
+
+    def steps(corpus: str, name: str):
+        cfg = FilterConfig(input_path=corpus, output_path=this_output_path())
+        kept = ExecutorStep(f"filtered/{name}", filter_documents, cfg)
+        return ExecutorStep(
+            f"deduped/{name}",
+            dedup_documents,
+            DedupConfig(input_path=output_path_of(kept), output_path=this_output_path(), fuzzy=None),
+        )
+
+    executor = Executor(str(tmp_path / "lab"), backend="local", experiment_name="summary")
+    executor.run([steps(str(tmp_path / "in"), "good")])
+    out = capsys.readouterr().out
+    assert "filtered/good-" in out and "kept 12 of 21 documents (9 removed)" in out
+    assert "kept 12 of 12 documents (0 removed)" in out  # dedup's line
+
+    with pytest.raises(ExecutorRunError):
+        executor.run([steps(str(tmp_path / "web"), "web")])
+    out = capsys.readouterr().out
+    failed = next(line for line in out.splitlines() if "filtered/web-" in line and "FAILED" in line)
+    assert "FilterWipeoutError: filter: source 'web' would keep 0.0% of its documents (0 of 310)" in failed
+    assert next(line for line in out.splitlines() if "deduped/web-" in line).split()[0] == "DEP_FAILED"
+    assert "EmptyInputError" not in out

@@ -6,6 +6,7 @@ independently); the plan of the shipped isoFLOP ladder is run through the real C
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -21,6 +22,25 @@ from marin.training.cost import (
     training_flops,
 )
 from tests.cli_support import marin
+
+ROW = (
+    r"\s+(?P<action>run|skip)\s+(?P<step>\S+)-[0-9a-f]{8}\s+\S+\s+\S+\s+(?P<flops>\S+)\s+(?P<six_nd>\S+)\s+"
+    r"(?P<device>1 cpu-core)\s+(?P<time>\d.*?)\s{2}(?P<basis>peak x MFU|measured)$"
+)
+"""A row of `marin plan`'s cost table (a costed step with known tokens)."""
+TOTAL = (
+    r"(?m)total, what would run \({train} train, {evaluate} evaluate\): FLOPs \(model\) (?P<flops>\S+), "
+    r"FLOPs \(6·N·D\) (?P<six_nd>\S+), est. device time (?P<time>.+)$"
+)
+"""The cost table's total line."""
+UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def seconds_of(words: str) -> float:
+    """`2 min 5 s` -> 125.0: the plan's durations read back."""
+    parts = words.split()
+    assert len(parts) % 2 == 0 and all(unit in UNITS for unit in parts[1::2]), words
+    return sum(float(n) * UNITS[unit] for n, unit in zip(parts[::2], parts[1::2], strict=True))
 
 
 def levanter_training_flops(model: LlamaModelConfig, vocab: int, tokens: float) -> float:
@@ -88,9 +108,9 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
     _, ladder = build()
     rows = {}
     for line in out.splitlines():
-        m = re.match(r"\s+run\s+(checkpoints/\S+)-[0-9a-f]{8}\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+1 cpu-core\s+(\S+)$", line)
-        if m:
-            rows[m[1]] = (float(m[2]), float(m[3]), float(m[4]))
+        m = re.match(ROW, line)
+        if m and m["step"].startswith("checkpoints/"):
+            rows[m["step"]] = (float(m["flops"]), float(m["six_nd"]), seconds_of(m["time"]))
     assert len(rows) == len(ladder.trains) == 10
     total = 0.0
     for trained in ladder.trains:
@@ -101,8 +121,8 @@ def test_marin_plan_of_the_isoflop_ladder_prints_each_train_steps_flops_and_hour
         assert six_nd == pytest.approx(6 * c.model.parameter_count(VOCAB_SIZE) * tokens, rel=0.01)
         assert hours > 0
         total += flops
-    m = re.search(r"total, what would run \(10 train, 10 evaluate\): FLOPs (\S+), (\S+) estimated device-hours", out)
-    assert m and float(m[1]) >= total * 0.999 and float(m[2]) > 0
+    m = re.search(TOTAL.format(train=10, evaluate=10), out)
+    assert m and float(m["flops"]) >= total * 0.999 and seconds_of(m["time"]) > 0
     assert "MFU 0.40" in out and "cpu-core 5e+10 FLOP/s" in out
     evaluations = [line for line in out.splitlines() if re.match(r"\s+run\s+evaluation/\S+\s+\d", line)]
     assert len(evaluations) == 10 and all(line.split()[3:6] == ["?", "?", "?"] for line in evaluations)
@@ -113,7 +133,57 @@ def test_marin_plan_of_the_loss_law_ladder_runs_as_its_docstring_says_and_costs_
     result = marin("plan", "experiments/tutorial/tiny_ladder.py", "--prefix", str(tmp_path / "lab"))
     assert result.returncode == 0, result.stderr[-3000:]
     rungs = len(tiny_ladder.SIZES)
-    assert re.search(
-        rf"total, what would run \({rungs} train, {rungs} evaluate\): FLOPs \S+, \S+ estimated device-hours",
-        result.stdout,
+    assert re.search(TOTAL.format(train=rungs, evaluate=rungs), result.stdout)
+
+
+def test_plan_times_read_as_durations_and_follow_what_this_machine_measured(tmp_path):
+    """The tutorial's plan before any run: peak x MFU, in seconds. A finished training of the same kind on the
+    same device (its `cost.json`, written by the step library's own writer, beside the planned step) replaces
+    the assumption: its rate over the training steps plus its overhead around them."""
+    from experiments.tutorial.tiny_lm import build
+    from marin.training.cost import cost_record, duration_words, write_cost_record
+
+    prefix = str(tmp_path / "lab")
+    before = marin("plan", "experiments/tutorial/tiny_lm.py", "--prefix", prefix)
+    assert before.returncode == 0, before.stderr[-3000:]
+    rows = [m for m in map(lambda line: re.match(ROW, line), before.stdout.splitlines()) if m]
+    assert [(m["step"], m["basis"]) for m in rows] == [("checkpoints/tiny-shakespeare", "peak x MFU")]
+    flops = float(rows[0]["flops"])
+    assert seconds_of(rows[0]["time"]) == pytest.approx(flops / (5e10 * 0.4), rel=0.01)
+    assert "device-h" not in before.stdout and "e-0" not in before.stdout
+
+    trained = build()["train"].config
+    work = training_flops(trained.model, 1024, 3 * 16 * trained.model.seq_len)
+    record = cost_record(
+        kind="train", work=work, resources={"cpu": 1}, wall_seconds=40.0, step_seconds=10.0, extra={"steps_run": 3}
     )
+    earlier = f"{prefix}/checkpoints/tiny-shakespeare-0123abcd"
+    write_cost_record(earlier, record)
+    rate = work["flops"] / 10.0
+    after = marin("plan", "experiments/tutorial/tiny_lm.py", "--prefix", prefix)
+    assert after.returncode == 0, after.stderr[-3000:]
+    rows = [m for m in map(lambda line: re.match(ROW, line), after.stdout.splitlines()) if m]
+    assert [(m["step"], m["basis"]) for m in rows] == [("checkpoints/tiny-shakespeare", "measured")]
+    expected = 30.0 + flops / rate
+    assert rows[0]["time"] == duration_words(expected), after.stdout
+    assert re.search(TOTAL.format(train=1, evaluate=1), after.stdout)["time"] == duration_words(expected)
+    assert (
+        f"measured (train on cpu-core): {rate:.3g} FLOP/s (model) per device over the training steps "
+        f"(MFU {rate / 5e10:.2g} of the assumed peak) + 30.0 s per run around them; median of 1 run(s) in "
+        f"{prefix}/checkpoints/"
+    ) in after.stdout
+    assert "not measured yet" not in after.stdout
+    assert json.loads(open(f"{earlier}/cost.json").read())["estimate"]["basis"] == "peak x MFU"
+
+
+def test_durations_read_in_the_unit_that_fits():
+    from marin.training.cost import duration_words
+
+    assert [duration_words(s) for s in (0.25, 4.44, 125, 3 * 3600 + 600, 4 * 86400 + 7200, None)] == [
+        "250 ms",
+        "4.4 s",
+        "2 min 5 s",
+        "3 h 10 min",
+        "4 d 2 h",
+        "?",
+    ]

@@ -8,12 +8,13 @@ locally and on the GCS emulator, then plan a changed DAG.
 from __future__ import annotations
 
 import time
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import pytest
 
 from marin.execution import Executor, ExecutorStep, output_path_of, versioned
 from marin.execution.main import ExecutorMainConfig
+from marin.stepkit.config import StepConfig, output_field, versioned_unless_default
 from marin.storage import join, write_bytes
 from tests.cli_support import marin, ran_hello_copy
 from tests.executor_steps import CountConfig, count_step
@@ -80,3 +81,36 @@ def test_marin_plan_help_lists_every_run_flag_with_its_meaning():
     for f in fields(ExecutorMainConfig):
         line = next((line for line in result.stdout.splitlines() if line.strip().startswith(f"--{f.name}")), None)
         assert line is not None and len(line.split()) > 2, f"--{f.name} is not listed with a meaning:\n{result.stdout}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CadenceConfig(StepConfig):
+    value: int = 1
+    """A versioned payload."""
+    every: int = versioned_unless_default(1000)
+    """A setting added after outputs existed: versioned only when not 1000."""
+    output_path: str = output_field()
+    """Where `every.txt` goes."""
+
+
+def write_cadence(config: CadenceConfig) -> None:
+    write_bytes(join(config.output_path, "every.txt"), f"{config.value} {config.every}".encode())
+
+
+def test_a_field_at_its_default_is_shown_with_its_default_value(tmp_path):
+    from marin.execution.planning import plan_steps
+    from marin.tools.explain import explain_step
+
+    executor = Executor(str(tmp_path / "lab"), backend="local", experiment_name="cadence")
+    executor.run([ExecutorStep("c/cadence", write_cadence, CadenceConfig())])
+    changed = ExecutorStep("c/cadence", write_cadence, CadenceConfig(every=25))
+    assert reasons(executor, changed)["c/cadence"].startswith("new hash: config.every 1000 (default) -> 25 (was c/")
+    explained = explain_step(plan_steps([changed], executor.prefix).find("c/cadence"), executor.prefix)
+    assert "  config.every: 1000 (default) -> 25" in explained and "<absent>" not in explained
+
+    lab = Executor(str(tmp_path / "lab2"), backend="local", experiment_name="cadence")
+    lab.run([changed])
+    back = ExecutorStep("c/cadence", write_cadence, CadenceConfig(value=2))
+    assert reasons(lab, back)["c/cadence"].startswith(
+        "new hash: config.every 25 -> 1000 (default), config.value 1 -> 2"
+    )

@@ -18,7 +18,6 @@ from marin.provenance import probe, redaction
 from marin.provenance.redaction import (
     REDACTED,
     CredentialInPatchError,
-    _redact_shapes,
     find_in_patch,
     redact_argv,
     redact_text,
@@ -178,15 +177,34 @@ _FRAGMENTS = [
     ":",
     "@",
     "hf_",
+    "Authorization: Bearer " + "Zz9" * 4,
+    "password=" + "s3cr" * 3,
+    "api_key: " + "k3y" * 4,
+    "sk-" + "Q" * 24,
 ]
 """Shapes no other test passes to `redact_argv`, so no remembered value redacts them first."""
 
 
-@given(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=6), max_size=6).map("".join))
-@settings(max_examples=400, deadline=None)
-def test_a_log_line_is_redacted_as_by_every_shape_pass_whether_or_not_one_matches(line):
-    """`redact_text` skips its passes when one combined pattern finds nothing; the result is the passes'."""
-    known_replaced = line
+def _every_pass(text: str) -> str:
+    """`text` through every shape's pass, none skipped for want of a trigger."""
     for value in sorted(redaction._known, key=len, reverse=True):
-        known_replaced = known_replaced.replace(value, REDACTED)
-    assert redact_text(line) == _redact_shapes(known_replaced, remember=False)[0]
+        text = text.replace(value, REDACTED)
+    return redaction._apply(text, list(redaction._shapes()), False, [])
+
+
+_LINE = st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=6), max_size=6).map("".join)
+
+
+@given(_LINE)
+@settings(max_examples=400, deadline=None)
+def test_a_log_line_is_redacted_as_by_every_shape_pass_whether_or_not_a_trigger_occurs(line):
+    """`redact_text` tries a shape only where one of its literal triggers occurs; the result is every pass's."""
+    assert redact_text(line) == _every_pass(line)
+
+
+@given(st.lists(_LINE, min_size=1, max_size=20))
+@settings(max_examples=100, deadline=None)
+def test_a_long_text_is_redacted_line_by_line_as_each_line_would_be(lines):
+    """A text longer than LONG_TEXT is redacted only on the lines holding a trigger: each line as alone."""
+    padded = [line.replace("\n", " ").replace("\r", " ") for line in lines] + ["." * redaction.LONG_TEXT]
+    assert redact_text("\n".join(padded)) == "\n".join(_every_pass(line) for line in padded)

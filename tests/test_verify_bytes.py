@@ -76,3 +76,53 @@ def test_verify_compares_the_losses_in_volatile_metrics_but_not_the_timings(tmp_
     other = marin("verify", record_a, record_c)
     assert other.returncode == 1, other.stdout
     assert "metrics.jsonl (volatile): first differs at training step 2: loss 3.0 vs 3.25" in other.stdout
+
+
+VOLATILE = '''
+import json, os, time
+from dataclasses import dataclass
+from marin.execution import THIS_OUTPUT_PATH, ExecutorStep, executor_main, versioned
+from marin.storage import write_volatile_list
+
+
+@dataclass(frozen=True)
+class WorkConfig:
+    n: int = 3
+    """How many documents."""
+    output_path: str = THIS_OUTPUT_PATH
+    """Where the output goes."""
+
+
+def work(config):
+    os.makedirs(os.path.join(config.output_path, "ledgers"), exist_ok=True)
+    with open(os.path.join(config.output_path, "docs.txt"), "w") as f:
+        f.write("doc\\n" * config.n)
+    with open(os.path.join(config.output_path, "timing.json"), "w") as f:
+        json.dump({"started": time.time_ns()}, f)
+    with open(os.path.join(config.output_path, "ledgers", "shard-0.json"), "w") as f:
+        json.dump({"shard": 0, "done": True}, f)
+    write_volatile_list(config.output_path, ["timing.json", "ledgers/"])
+
+
+step = ExecutorStep("v/work", work, WorkConfig(n=versioned(3)))
+if __name__ == "__main__":
+    executor_main(steps=[step])
+'''
+
+
+def test_verify_names_the_volatile_files_it_did_not_compare_on_request(tmp_path):
+    script = tmp_path / "volatile_exp.py"
+    script.write_text(VOLATILE)
+    record_a = record_of(marin("run", str(script), "--prefix", str(tmp_path / "A"), "--backend", "local"))
+    record_b = record_of(marin("run", str(script), "--prefix", str(tmp_path / "B"), "--backend", "local"))
+    quiet = marin("verify", record_a, record_b)
+    assert quiet.returncode == 0, quiet.stdout
+    assert "2 volatile file(s) not compared; --show_volatile names them" in quiet.stdout
+    assert "timing.json" not in quiet.stdout
+    for flag in ("--show_volatile", "--show-volatile", "-v"):
+        shown = marin("verify", record_a, record_b, flag)
+        assert shown.returncode == 0, shown.stdout
+        lines = [line.strip() for line in shown.stdout.splitlines() if "not compared (volatile)" in line]
+        assert lines[0].startswith("not compared (volatile): ledgers/shard-0.json  same bytes"), shown.stdout
+        assert lines[1].startswith("not compared (volatile): timing.json  bytes differ ("), shown.stdout
+        assert len(lines) == 2 and "--show_volatile names them" not in shown.stdout

@@ -4,7 +4,8 @@ Routes name a root by index and a path under it; every handler resolves that pat
 `Roots.resolve` first, so a path that could leave the root is refused with 403 before any
 read. Only GET and HEAD exist (starlette answers 405 to anything else): nothing the app
 does writes. Errors become a short page (403, 404, or an error message), never a traceback;
-tracebacks go to the server log. `serve` binds 127.0.0.1 unless told otherwise, and binding
+tracebacks go to the server log. Every answer, error pages and the Host check's 421 included, carries
+the same security headers (`SecurityHeaders`). `serve` binds 127.0.0.1 unless told otherwise, and binding
 anywhere else requires `allow_remote=True` and prints a warning, because these pages show
 everything under the roots to whoever can reach the port.
 
@@ -21,6 +22,7 @@ from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -38,6 +40,7 @@ from marin.browser.runs_table import runs_page
 from marin.browser.step_pages import file_page, step_page, tree_page
 from marin.browser.storage import Forbidden, Roots
 from marin.browser.summaries import CurveOptions
+from marin.provenance.redaction import redact_html, redact_text
 from marin.storage.layout import LOGS_DIR
 from marin.storage.layout import status_path as layout_status_path
 
@@ -65,8 +68,33 @@ def _int(value: str | None, default: int, lo: int = 0, hi: int = 1 << 62) -> int
         return default
 
 
+class SecurityHeaders:
+    """ASGI middleware: every HTTP response carries SECURITY_HEADERS, error pages and refusals included (a
+    header the route set itself, such as the sandboxing policy of raw files, is kept)."""
+
+    ENCODED = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in self.ENCODED if k not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
 def _html(body: str, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(body, status_code=status, headers=SECURITY_HEADERS)
+    return HTMLResponse(redact_html(body), status_code=status, headers=SECURITY_HEADERS)
 
 
 def create_app(roots: list[str], storage_options: dict[str, dict] | None = None) -> Starlette:
@@ -158,12 +186,14 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
                 state = root.fs.cat_file(status_file).decode("utf-8", "replace").strip()
             except FileNotFoundError:
                 state = "NOT_STARTED"
-            return {"offset": size, "text": text, "state": state, "skipped": start > offset}
+            return {"offset": size, "text": redact_text(text), "state": state, "skipped": start > offset}
 
         return JSONResponse(await _run(read), headers=SECURITY_HEADERS)
 
     async def compare(request: Request) -> Response:
         a, b = request.query_params.get("a"), request.query_params.get("b")
+        if not b and len(request.query_params.getlist("a")) == 2:  # the runs table's form, without JavaScript
+            a, b = request.query_params.getlist("a")
         if not a or not b:
             return _html(page("compare", error_box("compare needs two steps: ?a=STEP&b=STEP")), 400)
         return _html(await _run(compare_page, rs, root_index(request), a, b))
@@ -223,7 +253,7 @@ def create_app(roots: list[str], storage_options: dict[str, dict] | None = None)
         RecordError: on_error,
         Exception: on_error,
     }
-    app = Starlette(routes=routes, exception_handlers=handlers)
+    app = Starlette(routes=routes, exception_handlers=handlers, middleware=[Middleware(SecurityHeaders)])
     app.state.roots = rs
     return app
 
@@ -242,6 +272,17 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def browser_app(
+    roots: list[str],
+    host: str = "127.0.0.1",
+    storage_options: dict[str, dict] | None = None,
+    extra_hosts: list[str] | None = None,
+):
+    """The app `serve` runs: `create_app` behind the Host check (marin.browser.hosts), every answer with the
+    security headers, the Host check's refusals too."""
+    return SecurityHeaders(HostCheck(create_app(roots, storage_options), allowed_hosts(host, extra_hosts or ())))
 
 
 def serve(
@@ -269,7 +310,7 @@ def serve(
             "under these roots (no authentication).",
             file=sys.stderr,
         )
-    app = HostCheck(create_app(roots, storage_options), allowed_hosts(host, extra_hosts or ()))
+    app = browser_app(roots, host, storage_options, extra_hosts)
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -304,4 +345,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["create_app", "serve", "main"]
+__all__ = ["browser_app", "create_app", "main", "serve"]

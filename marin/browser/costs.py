@@ -17,6 +17,10 @@ from marin.browser.html import error_box, esc, fmt_duration, kv_table, note, tab
 
 COST_FILE = "cost.json"
 MAX_COST_BYTES = 1 << 20
+MODEL_FLOPS = "FLOPs (model)"
+"""`cost.json`'s `flops`: the model's own count (3x the forward pass for training), as `marin plan` labels it."""
+SIX_ND_FLOPS = "FLOPs (6·N·D)"
+"""`cost.json`'s `flops_6nd` (and an evaluation's `results.json` `flops`), labelled as the leaderboard labels it."""
 
 
 def _num(v: Any) -> float | None:
@@ -83,7 +87,10 @@ def cost_summary(fs, full: str, size: int) -> str:
                 f"MFU {_g(got.get('step_mfu'))}",
             ]
         )
-    work = f"{_g(est.get('flops'))} FLOPs (6·N·D {_g(est.get('flops_6nd'))}) over {_g(est.get('tokens'))} tokens"
+    work = (
+        f"{_g(est.get('flops'))} {MODEL_FLOPS}, {_g(est.get('flops_6nd'))} {SIX_ND_FLOPS}, "
+        f"over {_g(est.get('tokens'))} tokens"
+    )
     head = [("work", work), ("devices", device), ("measured / estimated", _ratio(got.get("estimate_ratio")))]
     if cost.get("kind") == "train" and _num(cost.get("steps_run")) is not None:
         head.append(("steps run", f"{cost['steps_run']:g} of {_g(cost.get('num_train_steps'))} (this attempt)"))
@@ -131,16 +138,16 @@ def experiment_costs(root, index: int, exp_rel: str, steps) -> str:
         return ""
     ratio = totals["measured"] / totals["estimate"] if totals["estimate"] > 0 else None
     summary = (
-        f'<div class="cost-total">total over {len(rows)} steps: {totals["flops"]:.3g} FLOPs, estimated '
-        f"<b>{totals['estimate'] / 3600:.3g}</b> device-hours, measured <b>{totals['measured'] / 3600:.3g}</b> "
-        f"device-hours ({_ratio(ratio)})</div>"
+        f'<div class="cost-total">total over {len(rows)} steps: {totals["flops"]:.3g} {MODEL_FLOPS}, device '
+        f"time estimated <b>{fmt_duration(totals['estimate'])}</b>, measured <b>{fmt_duration(totals['measured'])}</b> "
+        f"({_ratio(ratio)})</div>"
     )
     return (
         '<h2>Cost <span class="muted">estimate against measured</span></h2>'
         + "".join(error_box(e) for e in errors)
         + summary
         + table(
-            ["step", "kind", "FLOPs", "devices", "est. device-s", "measured device-s", "measured / est.", "MFU"],
+            ["step", "kind", MODEL_FLOPS, "devices", "est. device-s", "measured device-s", "measured / est.", "MFU"],
             rows,
             cls="data costs",
         )

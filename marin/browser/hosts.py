@@ -11,20 +11,41 @@ additions) is refused with 421 Misdirected Request before any page or file is re
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
+_REG_NAME = re.compile(r"[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?)*\.?")
+_PORT = re.compile(r"[0-9]{1,5}")
+
+
 def host_name(header: str) -> str:
-    """The host part of a `Host` header, lower-cased, without port or IPv6 brackets."""
+    """The host part of a `Host` header (RFC 9110: `host [":" port]`), lower-cased, without port or IPv6
+    brackets; "" when the header is not one: anything after the host other than `:digits` (a userinfo-like
+    `127.0.0.1:8765@evil.example`, a path, a second port), a name with characters no host name has, or
+    brackets around something other than an IPv6 address."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header[1:].partition("]")[0]
+        inside, closed, rest = header[1:].partition("]")
+        if not closed or (rest and not (rest[:1] == ":" and _PORT.fullmatch(rest[1:]))):
+            return ""
+        return inside if _is_ipv6(inside) else ""
     if header.count(":") > 1:
-        return header
-    return header.partition(":")[0].rstrip(".")
+        return header if _is_ipv6(header) else ""
+    name, colon, port = header.partition(":")
+    if colon and not _PORT.fullmatch(port):
+        return ""
+    return name.rstrip(".") if _REG_NAME.fullmatch(name) else ""
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(text), ipaddress.IPv6Address)
+    except ValueError:
+        return False
 
 
 def allowed_hosts(bind_host: str, extra: Iterable[str] = ()) -> frozenset[str]:

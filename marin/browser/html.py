@@ -134,6 +134,9 @@ def kv_table(items: list[tuple[str, str]]) -> str:
 def json_tree(value: Any, open_depth: int = 1, _depth: int = 0, _key: str | None = None) -> str:
     """Collapsible JSON: objects and lists as <details>, open down to `open_depth`."""
     label = f'<span class="k">{esc(_key)}</span>: ' if _key is not None else ""
+    inline = _inline(value)
+    if inline is not None:
+        return f'<span class="leaf inline">{label}{inline}</span>'
     if isinstance(value, dict) and value:
         inner = "".join(f"<li>{json_tree(v, open_depth, _depth + 1, str(k))}</li>" for k, v in value.items())
         opened = " open" if _depth < open_depth else ""
@@ -149,6 +152,30 @@ def json_tree(value: Any, open_depth: int = 1, _depth: int = 0, _key: str | None
             f"<ul>{inner}</ul></details>"
         )
     return f'<span class="leaf">{label}{json_scalar(value)}</span>'
+
+
+INLINE_MAX_ITEMS, INLINE_MAX_CHARS = 8, 90
+"""A dict or list of at most this many scalars, this short when written out, is shown on one line, open."""
+
+
+def _inline(value: Any) -> str | None:
+    """`{code: 0.3, web: 0.7}` for a small dict (or list) of scalars, so a mixture's weights read at a glance
+    instead of hiding behind a collapsed `{2}`; None for anything larger or nested."""
+    if isinstance(value, dict) and value:
+        items = list(value.items())
+    elif isinstance(value, list) and value:
+        items = [(None, v) for v in value]
+    else:
+        return None
+    if len(items) > INLINE_MAX_ITEMS or any(isinstance(v, dict | list) for _, v in items):
+        return None
+    text = ", ".join(f"{k}: {json.dumps(v)}" if k is not None else json.dumps(v) for k, v in items)
+    if len(text) > INLINE_MAX_CHARS:
+        return None
+    inner = ", ".join(
+        (f'<span class="k">{esc(k)}</span>: ' if k is not None else "") + json_scalar(v) for k, v in items
+    )
+    return f"{{{inner}}}" if isinstance(value, dict) else f"[{inner}]"
 
 
 def json_scalar(v: Any) -> str:

@@ -121,7 +121,7 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
         log_x=True,
         log_y=log_y,
         css_class="plot ladder-plot",
-        legend_below=True,
+        spread_markers=False,
     )
     measured = measured_target(forecast, metric)
     checked = [(_num(c.get("measured_flops")), _num(c.get("measured"))) for c in checks or []]
@@ -229,7 +229,13 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
     prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
     intervals = prediction.get("interval") if isinstance(prediction.get("interval"), dict) else {}
     target = _num(prediction.get("flops"))
-    curves = Chart(x_label="parameters", y_label="loss", log_x=True, css_class="plot isoflop-plot", legend_below=True)
+    curves = Chart(
+        x_label="parameters",
+        y_label="loss",
+        log_x=True,
+        css_class="plot isoflop-plot",
+        spread_markers=False,
+    )
     for color, b in zip(_budget_colors(len(budgets)), budgets, strict=True):
         rungs = [r for r in b.get("rungs") or [] if isinstance(r, dict)]
         points = [(_num(r.get("params")), _num(r.get("loss"))) for r in rungs]
@@ -260,7 +266,7 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         log_y=True,
         css_class="plot nopt-plot",
         height=280,
-        legend_below=True,
+        spread_markers=False,
     )
     size.points("budget optima", [(float(b["flops"]), float(b["params_opt"])) for b in usable], css="optimum")
     law = laws.get("params_opt") if isinstance(laws.get("params_opt"), dict) else None
@@ -282,7 +288,7 @@ def isoflop_charts(forecast: dict, checks: list[dict]) -> str:
         log_x=True,
         css_class="plot ladder-plot",
         height=280,
-        legend_below=True,
+        spread_markers=False,
     )
     loss.points(
         "budget optima",

@@ -116,7 +116,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
     front = {id(placed[i]) for i in pareto_front([(r.x(x), r.metrics[metric]) for r in placed])}
     tasks = sorted({t for r in ranked for t in r.tasks})
 
-    chart = Chart(x_label=X_AXES[x], y_label=METRICS[metric], log_x=True, css_class="plot leaderboard-plot")
+    chart = Chart(x_label=X_AXES[x], y_label=METRICS[metric], log_x=True, css_class="plot leaderboard-plot", height=440)
     others = [r for r in placed if id(r) not in front]
     best = sorted((r for r in placed if id(r) in front), key=lambda r: r.x(x))
     for name, group, css in (("runs", others, "run"), ("Pareto frontier", best, "frontier")):
@@ -134,7 +134,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
             stairs.append((r.x(x), r.metrics[metric]))
             if i + 1 < len(best):
                 stairs.append((best[i + 1].x(x), r.metrics[metric]))
-        chart.line("frontier", stairs, dashed=True, css="frontier-line", color="#dc2626")
+        chart.line("frontier", stairs, dashed=True, css="frontier-line", color="#dc2626", legend=False)
 
     apart = _tell_apart(ranked)
     rows = []
@@ -173,7 +173,7 @@ def leaderboard_page(roots, x: str | None = None, metric: str | None = None) -> 
         *(["lab"] if len(roots) > 1 else []),
         "evaluation",
         METRICS[metric],
-        "FLOPs",
+        "FLOPs (6·N·D)",
         "tokens",
         "parameters",
         *tasks,

@@ -8,6 +8,7 @@ and every step's `.executor_status` fresh (one batched read per root), so a page
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from marin.browser.costs import experiment_costs
@@ -35,8 +36,9 @@ from marin.browser.records import (
     read_runs,
     step_timings,
 )
-from marin.browser.results import Headline, headlines
-from marin.browser.runs_table import lab_cell
+from marin.browser.results import Headline, headlines, is_training
+from marin.browser.runs_table import _config, differing_fields, lab_cell
+from marin.browser.storage import read_many
 from marin.browser.svg import dag_svg
 from marin.storage.layout import State, runs_file
 
@@ -98,6 +100,55 @@ def headline_cell(h: Headline | None) -> tuple[str, float]:
     return ("<br>".join(parts) or '<span class="muted">—</span>'), key
 
 
+_STEP_FOLDER = re.compile(r"-[0-9a-f]{8}(/|$)")
+DIFFERS_SHOWN = 3
+"""The experiment list names this many differing settings of a version (all of them on hover)."""
+
+
+def _settings(exp) -> dict[str, object]:
+    """A record's settings, `step name: field` -> value, without paths to step folders (they differ whenever
+    an upstream step does, which its own settings already say) and each step's own output folder."""
+    out: dict[str, object] = {}
+    for step in exp.steps:
+        for field, value in _config(step).items():
+            if isinstance(value, str) and _STEP_FOLDER.search(value):
+                continue
+            out[f"{step.name}: {field}"] = value
+    return out
+
+
+def version_differences(versions: list) -> dict[str, tuple[str, str]]:
+    """Record path -> (short, full) text of the settings in which this version differs from the other versions
+    of its name (`train/mix: lr=0.01, mixture.weights.web=0.5`), compared over the steps every version has;
+    a step only some versions have is named with + (this version has it) or − (this one lacks it)."""
+    steps = [{s.name for s in e.steps} for e in versions]
+    common, every = set.intersection(*steps), set.union(*steps)
+    settings = [{k: v for k, v in _settings(e).items() if k.split(": ", 1)[0] in common} for e in versions]
+    keys = differing_fields(settings)
+    out: dict[str, tuple[str, str]] = {}
+    for e, flat, names in zip(versions, settings, steps, strict=True):
+        parts: dict[str, list[str]] = {}
+        for key in keys:
+            step, field = key.split(": ", 1)
+            if step in names:
+                parts.setdefault(step, []).append(f"{field}={fmt_value_short(flat.get(key, '∅'))}")
+        extra = [f"+{n}" for n in sorted(names - common)] + [f"−{n}" for n in sorted(every - names)]
+        items = [f"{step}: {', '.join(fields)}" for step, fields in parts.items()] + extra
+        flat_items = [field for fields in parts.values() for field in fields] + extra
+        if not items:
+            continue
+        short = ", ".join(flat_items[:DIFFERS_SHOWN]) + (
+            f" (+{len(flat_items) - DIFFERS_SHOWN} more)" if len(flat_items) > DIFFERS_SHOWN else ""
+        )
+        out[e.rel] = (short, "; ".join(items))
+    return out
+
+
+def fmt_value_short(value) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
 def experiments_page(roots) -> str:
     t0 = time.perf_counter()
     exps, errors = list_experiments(roots)
@@ -112,6 +163,11 @@ def experiments_page(roots) -> str:
             versions[e.name].append(e.rel)
         labs_of.setdefault(e.rel, []).append(e.root_index)
     multi = len(roots) > 1
+    by_rel = {e.rel: e for e in exps}
+    differs: dict[str, tuple[str, str]] = {}
+    for rels in versions.values():
+        if len(rels) > 1:
+            differs.update(version_differences([by_rel[r] for r in rels]))
     rows = []
     for e in exps:
         r = e.record or {}
@@ -124,6 +180,10 @@ def experiments_page(roots) -> str:
             if len(same) > 1
             else ""
         )
+        if e.rel in differs:
+            short, full = differs[e.rel]
+            version += f'<div class="differs" title="{esc(full)}">{esc(short)}</div>'
+
         others = [roots.label(i) for i in labs_of.get(e.rel, []) if i != e.root_index] if multi else []
         also = (
             f' <span class="also-in" title="the same record (same steps, same hashes) under other roots">also in '
@@ -263,7 +323,7 @@ def experiment_page(roots, index: int, rel: str) -> str:
         )
         + experiment_costs(root, index, rel, exp.steps)
         + _runs_section(runs, runs_error)
-        + _environment_section(rec.get("environment"))
+        + _environment_section(rec.get("environment"), where_it_ran(root, rec, exp.steps))
         + f'<footer class="muted">rendered in {1000 * (time.perf_counter() - t0):.0f} ms</footer>'
     )
     return page(exp.name, body, crumbs)
@@ -303,13 +363,58 @@ def _runs_section(runs: list[dict], runs_error: str | None) -> str:
     return out + table(["started", "ended", "who", "commit", "", "outcomes"], rows, cls="data runs")
 
 
-def _environment_section(env) -> str:
+def _asked(resources) -> str:
+    """What a step's resources ask for beyond CPUs ('' for nothing): `gpu=1`, `tpu=v5e-8`, `H100`."""
+    if not isinstance(resources, dict):
+        return ""
+    parts = [f"{k}={resources[k]}" for k in ("gpu", "tpu") if resources.get(k)]
+    if resources.get("accelerator_type"):
+        parts.append(str(resources["accelerator_type"]))
+    return " ".join(parts)
+
+
+def where_it_ran(root, rec: dict, steps) -> str:
+    """The environment's accelerator row: the accelerator of the machine the script ran on (none: CPU only), the
+    devices each finished train step trained on (its `train_info.json`), and the accelerators steps asked for."""
+    env = rec.get("environment") if isinstance(rec.get("environment"), dict) else {}
+    here = env.get("accelerator") or "none (CPU only)"
+    lines = [f"{esc(here)} on <code>{esc(rec.get('host'))}</code>, where the script ran"]
+    trained = [s for s in steps if s.state == State.SUCCESS and is_training(s)]
+    paths = {s.rel: root.join(f"{s.rel}/train_info.json") for s in trained}
+    blobs = read_many(root.fs, list(paths.values()))
+    devices: dict[str, list[str]] = {}
+    for s in trained:
+        blob = blobs.get(paths[s.rel])
+        try:
+            info = json.loads(blob) if isinstance(blob, bytes | bytearray) else None
+        except ValueError:
+            continue
+        if isinstance(info, dict) and info.get("device_kind"):
+            devices.setdefault(f"{info.get('device_count') or 1} × {info['device_kind']}", []).append(s.name)
+    for device, names in devices.items():
+        lines.append(f"{esc(', '.join(dict.fromkeys(names)))} trained on {esc(device)} (train_info.json)")
+    asked: dict[str, list[str]] = {}
+    for s in steps:
+        want = _asked(s.record.get("resources"))
+        if want:
+            asked.setdefault(want, []).append(s.name)
+    for want, names in asked.items():
+        lines.append(f"{esc(', '.join(dict.fromkeys(names)))} asked for {esc(want)}")
+    if len(lines) == 1 and not trained:
+        lines.append('<span class="muted">no step asked for an accelerator</span>')
+    return "<br>".join(lines)
+
+
+def _environment_section(env, accelerator: str = "") -> str:
     if not isinstance(env, dict):
         return ""
     packages = env.get("packages") if isinstance(env.get("packages"), dict) else {}
     items = []
     for k, v in env.items():
         if k == "packages":
+            continue
+        if k == "accelerator" and accelerator:
+            items.append((k, f'<div class="where-ran">{accelerator}</div>'))
             continue
         if isinstance(v, list) and len(v) > 12:
             items.append(

@@ -90,6 +90,11 @@ def runs_page(roots, step_name: str | None = None) -> str:
             tasks.update(task_scores(results))
         rows.append(
             [
+                (
+                    f'<input type="checkbox" name="a" value="{esc(rel)}" data-root="{index}" '
+                    f'aria-label="select {esc(step.hash)} to compare">',
+                    "",
+                ),
                 (state_badge(step.state), step.state),
                 (f'<a href="{esc(url_exp(index, exp.rel))}">{esc(exp.name)}</a>', exp.name),
                 *([lab_cell(roots, index)] if len(roots) > 1 else []),
@@ -104,6 +109,7 @@ def runs_page(roots, step_name: str | None = None) -> str:
         )
     lab = ["lab"] if len(roots) > 1 else []
     headers = [
+        "",
         "state",
         "experiment",
         *lab,
@@ -128,7 +134,11 @@ def runs_page(roots, step_name: str | None = None) -> str:
         + '</select></label><button type="submit">show</button>'
         + '<input type="search" class="search" data-table="runs" placeholder="Filter runs…">'
         + '<span class="muted count" data-count-for="runs"></span></form>'
+        + f'<form class="compare-selected" method="get" action="/compare/{mine[0][0][0]}" data-compare>'
+        + '<div class="toolbar"><button type="submit" class="btn">compare selected</button>'
+        + '<span class="muted compare-msg">tick two runs</span></div>'
         + table(headers, rows, cls="data runs-table", tid="runs")
+        + "</form>"
         + (
             f'<details class="section"><summary>{len(shared)} fields every run shares</summary>{kv_table(shared)}</details>'
             if shared

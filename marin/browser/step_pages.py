@@ -64,6 +64,9 @@ from marin.storage.layout import (
 )
 
 LOG_TAIL = 64 << 10
+OPEN_MAX_FILES = 20
+"""The manifest and the folder listing of a step with more files than this start collapsed (a count in the
+title): a 100-file manifest open by default would push the rest of the page thousands of pixels down."""
 HASHED = HASH_PATTERN
 
 
@@ -229,8 +232,12 @@ def step_page(roots, index: int, rel: str, exp_rel: str | None, curves: CurveOpt
         + _section("Version", _version, info, open_=False)
         + (_section("Lineage", lineage_html, roots, index, rel) if info else "")
         + _section("Log", _log, roots, index, rel, files, state, cls="log")
-        + (_section("Manifest", _manifest, root, index, rel, full) if MANIFEST_FILE in files else "")
-        + (_section("Folder", _listing, index, rel, files) if files else "")
+        + (_manifest_section(root, index, rel, full) if MANIFEST_FILE in files else "")
+        + (
+            _section(f"Folder ({len(files)} entries)", _listing, index, rel, files, open_=len(files) <= OPEN_MAX_FILES)
+            if files
+            else ""
+        )
     )
     return page(str(name), body, crumbs)
 
@@ -305,6 +312,17 @@ def _log(roots, index: int, rel: str, files: dict, state: str) -> str:
         f'<pre class="log" data-log-url="/api/log/{index}/{esc(q(log_rel))}" data-offset="{size}" '
         f'data-follow="{"1" if follow else "0"}">{esc(text)}</pre>'
     )
+
+
+def _manifest_section(root, index: int, rel: str, full: str) -> str:
+    """The manifest, open when it lists at most OPEN_MAX_FILES files."""
+    try:
+        data = loads(root.fs.cat_file(manifest_path(full)), MANIFEST_FILE)
+        count = len(data["files"]) if isinstance(data, dict) and isinstance(data.get("files"), list) else None
+    except (RecordError, OSError):
+        count = None
+    title = "Manifest" if count is None else f"Manifest ({count} files)"
+    return _section(title, _manifest, root, index, rel, full, open_=count is None or count <= OPEN_MAX_FILES)
 
 
 def _manifest(root, index: int, rel: str, full: str) -> str:

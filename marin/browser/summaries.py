@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from marin.browser.charts import Chart, ema
+from marin.browser.charts import Chart, SeriesStyle, ema
 from marin.browser.costs import cost_summary
 from marin.browser.html import error_box, esc, flatten, fmt_num, fmt_size, kv_table, note, table, url_file, url_raw
 from marin.browser.ladder import check_lines, ladder_summary
-from marin.browser.svg import PALETTE
 from marin.storage.layout import INFO_FILE
 
 SMALL_MAX = 4 << 20
@@ -107,6 +106,9 @@ def _is_lr(k: str) -> bool:
     return low == "lr" or low.endswith("/lr") or "learning_rate" in low
 
 
+CHART_W = 640
+"""A train page's charts are drawn two to a row (`div.chart-grid`), each this wide in SVG units."""
+
 X_CHOICES = {"step": "step", "tokens": "tokens seen", "flops": "training FLOPs (6·N·tokens)"}
 SMOOTH_CHOICES = (0.0, 0.6, 0.9, 0.97)
 
@@ -185,12 +187,39 @@ def _controls(options: CurveOptions, have_flops: bool) -> str:
     )
 
 
+def series_key(name: str) -> str:
+    """What a metric column measures apart from its unit: `loss` and `bpb` of one evaluation set share a key
+    (`eval_web_loss` and `eval_web_bpb` are both `eval web`), so they get one colour and one marker shape on
+    every chart of a page; the training loss is `train`."""
+    words = [w for w in name.lower().replace("/", "_").split("_") if w and w not in ("loss", "bpb")]
+    return " ".join(words) or "train"
+
+
+def page_style(rows: list[dict]) -> SeriesStyle:
+    """Colours and shapes for every loss and bpb column of `rows`: training first, then evaluations by name."""
+    keys = {k for row in rows for k in flatten(row) if _is_loss(k) or _is_bpb(k)}
+    ordered = sorted({series_key(k) for k in keys if not is_eval(k)}) + sorted(
+        {series_key(k) for k in keys if is_eval(k)}
+    )
+    return SeriesStyle(ordered)
+
+
 def _chart(
-    rows, xs, want, options: CurveOptions, y_label: str, css: str, eval_label=lambda k: k, height: int = 320
+    rows,
+    xs,
+    want,
+    options: CurveOptions,
+    y_label: str,
+    css: str,
+    eval_label=lambda k: k,
+    height: int = 320,
+    style: SeriesStyle | None = None,
+    width: int = CHART_W,
 ) -> str | None:
     series = _curves(rows, xs, want)
     if not series:
         return None
+    style = style or SeriesStyle()
     chart = Chart(
         x_label=X_CHOICES[options.x],
         y_label=y_label + (" (log)" if options.log_y else ""),
@@ -198,18 +227,20 @@ def _chart(
         log_y=options.log_y,
         css_class=css,
         height=height,
+        width=width,
     )
     train = {k: v for k, v in sorted(series.items()) if not is_eval(k)}
-    evals = {eval_label(k): v for k, v in sorted(series.items()) if is_eval(k)}
-    for i, (name, points) in enumerate(train.items()):
-        color = PALETTE[i % len(PALETTE)]
+    evals = {k: v for k, v in sorted(series.items()) if is_eval(k)}
+    for name, points in train.items():
+        color = style.color(series_key(name))
         if options.smooth > 0:
             chart.line(f"{name} (raw)", points, css="raw", color=color + "55")
             chart.line(name, ema(points, options.smooth), css="train", color=color)
         else:
             chart.line(name, points, css="train", color=color)
-    for j, (name, points) in enumerate(evals.items()):
-        chart.points(name, points, css="eval", color=PALETTE[(len(train) + j) % len(PALETTE)])
+    for name, points in evals.items():
+        key = series_key(name)
+        chart.points(eval_label(name), points, css="eval", color=style.color(key), shape=style.shape(key))
     return chart.render()
 
 
@@ -232,11 +263,12 @@ def train_summary(fs, full: str, size: int, options: CurveOptions | None = None)
     def eval_label(k: str) -> str:
         return f"{k} (in-training eval, {in_training})"
 
-    losses = _chart(rows, xs, lambda k: _is_loss(k) and not _is_bpb(k), options, "loss", "plot loss-curve", eval_label)
-    out.append(losses or note("no loss column in metrics.jsonl"))
-    bpb = _chart(rows, xs, _is_bpb, options, "bits per byte", "plot bpb-curve", eval_label)
-    if bpb:
-        out.append(bpb)
+    style = page_style(rows)
+    losses = _chart(
+        rows, xs, lambda k: _is_loss(k) and not _is_bpb(k), options, "loss", "plot loss-curve", eval_label, style=style
+    )
+    bpb = _chart(rows, xs, _is_bpb, options, "bits per byte", "plot bpb-curve", eval_label, style=style)
+    out.append(grid([losses or note("no loss column in metrics.jsonl"), bpb]))
     if any(is_eval(k) for row in rows for k in row):
         out.append(
             '<p class="muted eval-note">Points marked <i>in-training eval</i> are Levanter\'s evaluation during '
@@ -245,26 +277,25 @@ def train_summary(fs, full: str, size: int, options: CurveOptions | None = None)
             "checkpoint on every document of the split, document by document, so its loss and bits per byte "
             "(on its own page) differ from these.</p>"
         )
-    lr = _chart(rows, xs, _is_lr, options, "learning rate", "plot lr-curve", height=200)
-    if lr:
-        out.append(lr)
+    lr = _chart(rows, xs, _is_lr, options, "learning rate", "plot lr-curve", height=220)
     throughput = _chart(rows, xs, _is_throughput, options, "tokens / s", "plot throughput-curve", height=220)
-    if throughput:
-        out.append(throughput)
     mfu, mfu_note = _mfu_chart(rows, xs, options, info)
-    if mfu:
-        out.append(mfu)
+    grad = _chart(rows, xs, _is_grad_norm, options, "gradient norm", "plot grad-norm-curve", height=220)
+    out.append(grid([lr, throughput, mfu, grad]))
     if mfu_note:
         out.append(f'<p class="muted mfu-note">{esc(mfu_note)}</p>')
-    grad = _chart(rows, xs, _is_grad_norm, options, "gradient norm", "plot grad-norm-curve", height=220)
-    if grad:
-        out.append(grad)
-    else:
+    if not grad:
         out.append(note("not in this step's metrics.jsonl: gradient norm"))
     last = flatten(rows[-1])
     items = [(k, fmt_num(v)) for k, v in last.items() if not isinstance(v, dict | list)]
     out.append("<h4>Last logged row</h4>" + kv_table(items[:24]))
     return "".join(out)
+
+
+def grid(charts: list[str | None]) -> str:
+    """Charts two to a row across the page's width (one to a row on a narrow window)."""
+    shown = [c for c in charts if c]
+    return f'<div class="chart-grid">{"".join(f"<div>{c}</div>" for c in shown)}</div>' if shown else ""
 
 
 def _train_info(fs, folder: str) -> dict:

@@ -123,7 +123,9 @@ def layout(nodes: list[str], deps: dict[str, list[str]]) -> dict[str, tuple[int,
 
 
 DAG_BOX_W, DAG_BOX_H = 1340, 540
-"""The experiment page's DAG box: a layout is scaled (down to MIN_DAG_SCALE) to fit it without scrolling."""
+"""The experiment page's DAG box at a 1,400 px window: the orientation that fits it at the larger scale is drawn.
+The height is fitted here (scaled down to MIN_DAG_SCALE); the width by the page (CSS `max-width: 100%`, never
+below MIN_DAG_SCALE), so a wide window draws a wide DAG at full size."""
 MIN_DAG_SCALE = 0.7
 """Below this the text gets too small to read: a larger DAG is drawn at this scale and the box scrolls."""
 DOT_MAX_NODES = 600
@@ -309,7 +311,7 @@ def dag_svg(steps: list[dict]) -> str:
     labels = distinct_labels([s["label"] for s in steps], [s.get("hash") or "" for s in steps])
     widths = [node_width(label, s["sub"]) for label, s in zip(labels, steps, strict=True)]
     placed = place_dag(ids, deps, widths)
-    scale = max(MIN_DAG_SCALE, min(1.0, DAG_BOX_W / placed.width, DAG_BOX_H / placed.height))
+    scale = max(MIN_DAG_SCALE, min(1.0, DAG_BOX_H / placed.height))
     edges = []
     for s in steps:
         for kind, targets in (("dep", s["deps"]), ("pseudo", s["pseudo_deps"])):
@@ -338,6 +340,7 @@ def dag_svg(steps: list[dict]) -> str:
     return (
         f'<svg class="dag {placed.direction}" data-engine="{placed.engine}" xmlns="http://www.w3.org/2000/svg" '
         f'width="{math.floor(vw * scale)}" height="{math.floor(vh * scale)}" '
+        f'style="max-width: 100%; min-width: {math.floor(vw * MIN_DAG_SCALE)}px; height: auto" '
         f'viewBox="0 0 {vw} {vh}" role="img" aria-label="experiment DAG">'
         '<defs><marker id="arr" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrow"/></marker></defs>'
@@ -367,8 +370,17 @@ def fmt_tick(v: float, digits: int = 6) -> str:
     if v == 0:
         return "0"
     if abs(v) >= 1e5 or abs(v) < 1e-3:
-        return f"{v:.3g}"
-    return f"{v:.{digits}g}"
+        return compact_exponent(f"{v:.3g}")
+    return compact_exponent(f"{v:.{digits}g}")
+
+
+def compact_exponent(text: str) -> str:
+    """`1e+09` as `1e9`, `2.5e-05` as `2.5e-5`: how a researcher writes a power of ten on an axis."""
+    mantissa, e, exponent = text.partition("e")
+    if not e:
+        return text
+    sign = "-" if exponent.startswith("-") else ""
+    return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
 
 
 def thin(points: list[tuple[float, float]], limit: int = 1500) -> list[tuple[float, float]]:

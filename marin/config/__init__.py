@@ -7,7 +7,8 @@ versioned, which are inputs and which are where the step writes (`declarations`,
 must fit their annotations (`typecheck`). One walk (`walk.scan`) finds, for the planner, the versioned
 values in canonical form, the inputs, the plain input paths and where the markers are; `walk.resolve`
 replaces the markers by plain values; `canonical` turns a version into the bytes its hash is computed from;
-`values` writes an instantiated config into a record so that it reads back exactly.
+`values` writes an instantiated config into a record so that it reads back exactly; `errors` makes a value a
+config refuses when built (`ConfigTypeError`, `ConfigValueError`) read as one line naming the step and field.
 
 The executor (`marin.execution`) plans and runs with this package; the step kit and the step library declare
 their configs with it, without importing the executor.
@@ -31,6 +32,7 @@ from marin.config.declarations import (
     version_rule,
     versioned_unless_default,
 )
+from marin.config.errors import ConfigError, ConfigTypeError, ConfigValueError, names_step
 from marin.config.markers import (
     THIS_OUTPUT_PATH,
     InputName,
@@ -44,7 +46,7 @@ from marin.config.markers import (
 )
 from marin.config.parts import annotation, annotations, holds_placeholders, items, join_path
 from marin.config.typecheck import checked, type_error, type_errors
-from marin.config.walk import KEEP, MARKED, VERSIONED, ConfigError, ConfigScan, map_nodes, rebase, resolve, scan
+from marin.config.walk import KEEP, MARKED, VERSIONED, ConfigScan, ScanError, map_nodes, rebase, resolve, scan
 
 __all__ = [
     "ALWAYS",
@@ -55,7 +57,10 @@ __all__ = [
     "UNLESS_DEFAULT",
     "VERSIONED",
     "ConfigError",
+    "ConfigTypeError",
+    "ConfigValueError",
     "ConfigScan",
+    "ScanError",
     "InputName",
     "InputSpec",
     "OutputName",
@@ -76,6 +81,7 @@ __all__ = [
     "items",
     "join_path",
     "map_nodes",
+    "names_step",
     "output_field",
     "rebase",
     "resolve",

@@ -37,6 +37,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from marin.config.errors import ConfigError, ConfigTypeError, ConfigValueError
 from marin.config.markers import OutputName
 from marin.config.parts import holds_placeholders
 from marin.config.typecheck import field_errors
@@ -147,9 +148,14 @@ class StepConfig:
     def __post_init__(self) -> None:
         errors = field_errors(self, type(self).__qualname__)
         if errors:
-            raise TypeError("; ".join(errors))
+            raise ConfigTypeError("; ".join(errors))
         if not holds_placeholders(self):
-            self.validate()
+            try:
+                self.validate()
+            except ConfigError:
+                raise
+            except ValueError as exc:
+                raise ConfigValueError(*exc.args) from exc
 
     def validate(self) -> None:
         """Raise ValueError naming the field and the bad value; checks values only, no I/O."""

@@ -13,6 +13,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from marin.config.errors import ConfigTypeError
 from marin.config.markers import Placeholder
 from marin.config.parts import _ANNOTATIONS, MARKER, PLAIN, RECORD, fields, items, join_path, kind
 
@@ -112,7 +113,7 @@ def type_errors(config: Any, path: str = "", deep: bool = True) -> list[str]:
 
 
 def checked(fn: Callable) -> Callable:
-    """`fn` refusing, before it runs, an argument that does not fit its annotation: a TypeError naming the
+    """`fn` refusing, before it runs, an argument that does not fit its annotation: a ConfigTypeError (a TypeError) naming the
     function and the argument (for experiment helpers that compute with their arguments before any config
     checks them)."""
     import functools
@@ -129,7 +130,7 @@ def checked(fn: Callable) -> Callable:
                 None if kind in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD) else type_error(value, hints.get(name, Any))
             )
             if problem:
-                raise TypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
+                raise ConfigTypeError(f"{fn.__name__}() argument {name}{'' if problem[0] == '[' else ': '}{problem}")
         return fn(*args, **kwargs)
 
     return call

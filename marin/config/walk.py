@@ -68,8 +68,9 @@ MARKED = "marked"
 """The rule of a node of which only the markers count: `versioned(...)` values and inputs."""
 
 
-class ConfigError(ValueError):
-    """A config that cannot be planned; the message names the field."""
+class ScanError(ValueError):
+    """A config that cannot be planned (a value that does not fit its annotation, cannot be versioned, or is a
+    step); the message names the field. Planning reports it as a PlanError naming the step."""
 
 
 class UnversionableValueError(TypeError):
@@ -139,7 +140,7 @@ _HOLDS_MARKER = _HoldsMarker()
 
 def scan(config: Any) -> ConfigScan:
     """The versioned values, inputs, marker routes and plain inputs of a config (a dataclass or None).
-    ConfigError names the field when a value does not fit its annotation, cannot be versioned, or is a step."""
+    ScanError names the field when a value does not fit its annotation, cannot be versioned, or is a step."""
     found = ConfigScan()
     if config is None:
         return found
@@ -151,7 +152,7 @@ def scan(config: Any) -> ConfigScan:
         else:
             found.routes = _visit(found, config, "", VERSIONED if is_step_config else MARKED, True, not is_step_config)
     except UnversionableValueError as exc:
-        raise ConfigError(f"versioned field {exc}") from None
+        raise ScanError(f"versioned field {exc}") from None
     return found
 
 
@@ -258,7 +259,7 @@ def _check_record(st: ConfigScan, value: Any, cls: type, path: str, plain_root: 
     annotations (and, under a plain config, noting its unversioned settings)."""
     plans, checks, settings, is_step = _plan(cls)
     if is_step:
-        raise ConfigError(f"field {path!r} holds a step; use output_path_of(step)")
+        raise ScanError(f"field {path!r} holds a step; use output_path_of(step)")
     errors = None
     for name, suffix, hint in checks:
         item = getattr(value, name)
@@ -268,7 +269,7 @@ def _check_record(st: ConfigScan, value: Any, cls: type, path: str, plain_root: 
                 errors = errors or []
                 errors.append(join_path(path, suffix) + ("" if problem.startswith("[") else ": ") + problem)
     if errors:
-        raise ConfigError("config field " + "; ".join(errors))
+        raise ScanError("config field " + "; ".join(errors))
     if settings and plain_root:
         for name in settings:
             if type(getattr(value, name)) in (int, float, bool, str) and (cls, name) not in _warned:
@@ -317,7 +318,7 @@ def _canonical(st: ConfigScan | None, value: Any, where: str, scope: bool, split
                 if st is not None and kind(type(item)) != PLAIN:
                     errors = type_errors(item, where + suffix)
                     if errors:
-                        raise ConfigError("config field " + "; ".join(errors))
+                        raise ScanError("config field " + "; ".join(errors))
                 continue
             out[name] = _canonical(st, item, where + suffix, scope and isinstance(item, StepConfig), split)
         return out

@@ -11,6 +11,11 @@ only when the hash matches: a mismatch fails the step with the file's name). A r
 already in place, so an interrupted download resumes per file. `provenance.json` lists the source
 (relative to the output folder when both are on the same storage, so the bytes do not depend on the
 prefix), the revision, and every file's size and sha256, sorted by path.
+
+An HTTP(S) source may carry credentials as user-info (`https://user:PASS@host/dir`): the step uses them, but
+nothing it writes or logs holds them (`provenance.json` and the step's records name `https://host/dir`).
+Without user-info, credentials for the host are read from `~/.netrc` (or the file `NETRC` names), as curl
+does; that is what a rerun from the record, which holds the URL without them, relies on.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 import fsspec
 
 from marin.processing.documents import write_json
+from marin.provenance.redaction import strip_userinfo
 from marin.stepkit.config import StepConfig, input_field, output_field, unversioned
 from marin.stepkit.sharding import ShardResources, run_shards
 from marin.storage import join, portable_path
@@ -90,7 +96,11 @@ def _hf_source(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, str, 
 def source_filesystem(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem, str, str | None]:
     """(filesystem, root, revision) of `config.source`; cheap, so each file's task makes its own."""
     if config.source.startswith(("http://", "https://")):
-        return fsspec.filesystem("http"), config.source, None
+        return (
+            fsspec.filesystem("http", client_kwargs={"trust_env": True}, skip_instance_cache=True),
+            config.source,
+            None,
+        )
     if config.source.startswith("hf://"):
         return _hf_source(config)
     fs, root = fsspec.core.url_to_fs(config.source)
@@ -111,11 +121,11 @@ def list_source_files(config: DownloadConfig) -> tuple[fsspec.AbstractFileSystem
         pairs = [(root.rsplit("/", 1)[-1], root)]
     else:
         if not fs.isdir(root):
-            raise FileNotFoundError(f"download: source does not exist: {config.source}")
+            raise FileNotFoundError(f"download: source does not exist: {strip_userinfo(config.source)}")
         found = fs.glob(f"{root}/{config.glob}", detail=True)
         pairs = sorted((p[len(root) + 1 :], p) for p, info in found.items() if info.get("type") == "file")
     if not pairs:
-        raise FileNotFoundError(f"download: no files match {config.glob!r} under {config.source}")
+        raise FileNotFoundError(f"download: no files match {config.glob!r} under {strip_userinfo(config.source)}")
     return fs, pairs, revision
 
 
@@ -126,6 +136,9 @@ class SourceFile:
     rel: str
     src: str
     expected_sha256: str | None
+
+    def __repr__(self) -> str:
+        return f"SourceFile(rel={self.rel!r}, src={strip_userinfo(self.src)!r})"
 
 
 def copy_file(config: DownloadConfig, file: SourceFile) -> dict:
@@ -151,7 +164,7 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
     tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{os.path.basename(out_path)}"
     digest, size = hashlib.sha256(), 0
     try:
-        with fs.open(src, "rb") as fi, out_fs.open(tmp, "wb") as fo:
+        with _opened(fs, src, rel) as fi, out_fs.open(tmp, "wb") as fo:
             while chunk := fi.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -159,7 +172,7 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
         sha = digest.hexdigest()
         if expected and sha != expected:
             raise ChecksumMismatchError(
-                f"download: {rel}: sha256 {sha} does not match expected {expected} (from {src})"
+                f"download: {rel}: sha256 {sha} does not match expected {expected} (from {strip_userinfo(src)})"
             )
         out_fs.mv(tmp, out_path)
     finally:
@@ -169,6 +182,20 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
     return {"path": rel, "size": size, "sha256": sha, "resumed": False}
 
 
+def _opened(fs, src: str, rel: str):
+    """`fs.open(src)`; an HTTP server's refusal (401, 403: fsspec reports a FileNotFoundError) says so."""
+    try:
+        return fs.open(src, "rb")
+    except FileNotFoundError as exc:
+        status = getattr(exc.__cause__, "status", None)
+        if status in (401, 403):
+            raise PermissionError(
+                f"download: {rel}: {strip_userinfo(src)} answered HTTP {status}: give the host's credentials in "
+                "~/.netrc (or the file NETRC names), or as the source URL's user-info"
+            ) from exc
+        raise
+
+
 def download(config: DownloadConfig) -> dict:
     """Run the download step; returns the provenance also written to provenance.json."""
     _, pairs, revision = list_source_files(config)
@@ -176,7 +203,7 @@ def download(config: DownloadConfig) -> dict:
     unknown = sorted(set(expected) - {rel for rel, _ in pairs})
     if unknown:
         raise ValueError(f"DownloadConfig.expected_sha256 names files the source does not have: {', '.join(unknown)}")
-    logger.info("downloading %d files from %s into %s", len(pairs), config.source, config.output_path)
+    logger.info("downloading %d files from %s into %s", len(pairs), strip_userinfo(config.source), config.output_path)
     results = run_shards(
         copy_file,
         config,
@@ -190,7 +217,7 @@ def download(config: DownloadConfig) -> dict:
     if resumed:
         logger.info("download: %d of %d files were already in place", resumed, len(results))
     provenance = {
-        "source": portable_path(config.source, config.output_path),
+        "source": portable_path(strip_userinfo(config.source), config.output_path),
         "revision": revision,
         "files": results,
         "total_size": sum(r["size"] for r in results),

@@ -8,10 +8,13 @@ than a thread-local: a step that fans work out to threads (the tokenize step's p
 piece in a copy of its own context, so what those threads print and log lands in the step's log
 too, not on the terminal.
 
-What reaches the log through Python (prints, log records) passes a `LogCleaner`: whole lines, progress
-bars as their last state, no terminal escape codes, and `redaction.redact_text` on every line (URL
-passwords, token-shaped strings and the values redacted from this process's command line never reach a
-log file). Bytes a subprocess or a C library writes to the descriptors are not filtered.
+Everything that reaches the log passes a `LogCleaner`: whole lines, progress bars as their last state, no
+terminal escape codes, and `redaction.redact_text` on every line (URL passwords, token shapes,
+credential-named assignments, the values redacted from this process's command line and the values of its
+credential-named environment variables, read when a capture starts, never reach a log file). In a process
+of its own the descriptors point at a pipe that a thread copies into the log through a cleaner, so what a
+subprocess or a C library writes is cleaned too; with the local backend a subprocess's output is not
+captured at all (it goes to the terminal).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import sys
 import tempfile
 import threading
 
-from marin.provenance.redaction import redact_text
+from marin.provenance.redaction import redact_text, remember_environment
 
 _sink: contextvars.ContextVar = contextvars.ContextVar("marin_step_log", default=None)
 _install_lock = threading.Lock()
@@ -166,6 +169,7 @@ def _uninstall() -> None:
 @contextlib.contextmanager
 def capture_thread(log_file):
     """Routes this thread's prints and log records to `log_file` (an open text file)."""
+    remember_environment()
     _install()
     cleaner = LogCleaner(log_file)
     token = _sink.set(cleaner)
@@ -177,13 +181,37 @@ def capture_thread(log_file):
         _uninstall()
 
 
+PUMP_DRAIN_S = 5.0
+"""After a process capture ends, how long its pipe is drained for output still in flight; a subprocess left
+running with the descriptors open keeps being copied into the log by the (daemon) pump."""
+
+
+def _pump(read_fd: int, cleaner: LogCleaner) -> None:
+    """Copies what the pipe receives into the log through `cleaner`, until every writer has closed it."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(1 << 16):
+            cleaner.write(decoder.decode(chunk))
+            cleaner.flush()
+        cleaner.write(decoder.decode(b"", final=True))
+    cleaner.finish()
+
+
 @contextlib.contextmanager
 def capture_process(log_path: str):
-    """Points fds 1 and 2 (and Python's streams and logging) at `log_path` for this process."""
+    """Points fds 1 and 2 (and Python's streams and logging) at `log_path` for this process, through a pipe
+    whose every line is cleaned and redacted (`LogCleaner`) before it is written."""
+    remember_environment()
     sys.stdout.flush()
     sys.stderr.flush()
     saved_out, saved_err = os.dup(1), os.dup(2)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    log_file = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+    read_fd, write_fd = os.pipe()
+    pump = threading.Thread(target=_pump, args=(read_fd, LogCleaner(log_file)), daemon=True, name="marin-log-pump")
+    pump.start()
     streams = sys.stdout, sys.stderr
     cleaners = LogCleaner(sys.stdout), LogCleaner(sys.stderr)
     handler = logging.StreamHandler(cleaners[1])
@@ -191,8 +219,9 @@ def capture_process(log_path: str):
     root = logging.getLogger()
     old_level = root.level
     try:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
+        os.dup2(write_fd, 1)
+        os.dup2(write_fd, 2)
+        os.close(write_fd)
         sys.stdout, sys.stderr = cleaners
         root.addHandler(handler)
         if root.level > logging.INFO or root.level == logging.NOTSET:
@@ -210,7 +239,9 @@ def capture_process(log_path: str):
         os.dup2(saved_err, 2)
         os.close(saved_out)
         os.close(saved_err)
-        os.close(fd)
+        pump.join(PUMP_DRAIN_S)
+        if not pump.is_alive():
+            log_file.close()
 
 
 @contextlib.contextmanager

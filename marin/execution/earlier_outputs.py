@@ -14,6 +14,7 @@ is listed once, however many steps it holds, and the records are read concurrent
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import zip_longest
 
+from marin.execution.authoring import VersionedValue
 from marin.execution.planning import PlannedStep
 from marin.execution.status import read_infos, read_statuses
 from marin.storage import filesystem, is_local, join, list_dir, strip_protocol
@@ -28,6 +30,19 @@ from marin.storage.layout import HASH_PATTERN, info_path, status_path
 
 REASON_FIELDS = 3
 """`marin plan` names at most this many changed fields, then says how many more."""
+
+ABSENT = "<absent>"
+"""A version without the field (or dependency): for a config field, one left at its default."""
+
+
+@dataclass(frozen=True)
+class DefaultValue:
+    """A field absent from a version because it was at its default (`versioned_unless_default`): the value."""
+
+    value: object
+
+    def shown(self) -> str:
+        return f"{json.dumps(self.value, sort_keys=True)} (default)"
 
 
 @dataclass
@@ -52,12 +67,21 @@ class EarlierOutput:
     """When its state was last written (seconds since the epoch), None when unknown."""
 
 
-def diff_versions(old: dict, new: dict) -> list[VersionDiff]:
-    """Field-by-field differences between two version dicts."""
+def diff_versions(old: dict, new: dict, config: object = None) -> list[VersionDiff]:
+    """Field-by-field differences between two version dicts. With `config` (the new version's config, a
+    dataclass), a config field absent from one version is shown as the default it had there (`DefaultValue`),
+    read from the field's declaration in `config`'s class."""
     diffs: list[VersionDiff] = []
     _leaf_diffs(old.get("config", {}), new.get("config", {}), "config", diffs)
+    if config is not None:
+        for d in diffs:
+            for side in ("old", "new"):
+                if getattr(d, side) == ABSENT:
+                    default = field_default(config, d.field.removeprefix("config."))
+                    if default is not _UNKNOWN:
+                        setattr(d, side, DefaultValue(default))
     for group in ("dependencies", "pseudo_dependencies"):
-        for i, (a, b) in enumerate(zip_longest(old.get(group, []), new.get(group, []), fillvalue="<absent>")):
+        for i, (a, b) in enumerate(zip_longest(old.get(group, []), new.get(group, []), fillvalue=ABSENT)):
             if a != b:
                 diffs.append(VersionDiff(f"{group}[{i}]", a, b))
     if old.get("name") != new.get("name"):
@@ -71,7 +95,7 @@ def _leaf_diffs(a: object, b: object, path: str, out: list[VersionDiff]) -> None
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):
-            _leaf_diffs(a.get(key, "<absent>"), b.get(key, "<absent>"), f"{path}.{key}", out)
+            _leaf_diffs(a.get(key, ABSENT), b.get(key, ABSENT), f"{path}.{key}", out)
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _leaf_diffs(x, y, f"{path}[{i}]", out)
@@ -79,8 +103,43 @@ def _leaf_diffs(a: object, b: object, path: str, out: list[VersionDiff]) -> None
         out.append(VersionDiff(path, a, b))
 
 
+_UNKNOWN = object()
+
+
+def field_default(config: object, dotted: str) -> object:
+    """The declared default of the field at `dotted` (`checkpoint_every_steps`, `model.hidden_dim`) in a
+    dataclass config, following nested dataclasses and dicts; `_UNKNOWN` when the path names no field with a
+    default (a dict key, a list item, a field without one)."""
+    obj = config
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        obj = obj.value if isinstance(obj, VersionedValue) else obj
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif dataclasses.is_dataclass(obj) and hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            return _UNKNOWN
+    obj = obj.value if isinstance(obj, VersionedValue) else obj
+    if not dataclasses.is_dataclass(obj):
+        return _UNKNOWN
+    found = next((f for f in dataclasses.fields(obj) if f.name == parts[-1]), None)
+    if found is None:
+        return _UNKNOWN
+    if found.default is not dataclasses.MISSING:
+        return found.default
+    if found.default_factory is not dataclasses.MISSING:
+        return found.default_factory()
+    return _UNKNOWN
+
+
+def show_value(value: object) -> str:
+    """A version's value as `marin plan` and `marin explain` print it: JSON, or `1000 (default)`."""
+    return value.shown() if isinstance(value, DefaultValue) else json.dumps(value, sort_keys=True)
+
+
 def _short(value: object) -> str:
-    text = json.dumps(value, sort_keys=True)
+    text = show_value(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -95,9 +154,9 @@ def describe_diffs(diffs: Sequence[VersionDiff]) -> str:
     parts: list[str] = []
     for d in diffs:
         if d.field.startswith(("dependencies", "pseudo_dependencies")):
-            if d.old == "<absent>":
+            if d.old == ABSENT:
                 part = f"new dependency {_dependency_name(d.new)}"
-            elif d.new == "<absent>":
+            elif d.new == ABSENT:
                 part = f"dependency {_dependency_name(d.old)} dropped"
             elif _dependency_name(d.old) == _dependency_name(d.new):
                 part = f"dependency {_dependency_name(d.new)} changed"
@@ -175,6 +234,11 @@ def earlier_outputs(
     return result
 
 
+def _config_of(planned: PlannedStep) -> object:
+    """The step's config as planned (markers replaced), else as written in the experiment."""
+    return getattr(planned, "config", None) or planned.step.config
+
+
 def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[PlannedStep, str]:
     """For each step (by id) with an earlier output of its name: what changed since the most recent one.
 
@@ -185,6 +249,6 @@ def new_hash_reasons(steps: Sequence[PlannedStep], prefix: str) -> dict[PlannedS
     reasons: dict[PlannedStep, str] = {}
     for key, others in earlier_outputs(steps, prefix, with_times=True).items():
         latest = max(others, key=lambda o: (o.modified or 0.0, o.relative_output_path))
-        diffs = diff_versions(latest.version, key.version)
+        diffs = diff_versions(latest.version, key.version, _config_of(key))
         reasons[key] = f"{describe_diffs(diffs)} (was {latest.relative_output_path})"
     return reasons

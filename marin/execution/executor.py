@@ -215,6 +215,7 @@ class Executor:
         import uuid
 
         from marin.execution.attempts import sweep_dead_runs
+        from marin.execution.interrupts import sigterm_interrupts_the_run
         from marin.execution.provenance import run_provenance
         from marin.execution.records import utc_now
         from marin.execution.run_result import RunResult
@@ -247,7 +248,8 @@ class Executor:
         if not record_exists:
             self._write_record(plan, record_path, run)
         sweep_dead_runs(self.prefix, run["run_id"])
-        outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
+        with sigterm_interrupts_the_run():
+            outcomes, interrupted = self._execute(plan, decisions, force_run_failed, run)
         with _ctrl_c_deferred(interrupted):
             self._append_run(record_path, plan, outcomes, started, run)
         if interrupted:
@@ -288,6 +290,7 @@ class Executor:
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
         from marin.execution.provenance import who
         from marin.execution.records import utc_now
+        from marin.provenance.redaction import redact_value
 
         identity = who()
         line = RunLine(
@@ -322,7 +325,7 @@ class Executor:
         }
         if external:
             line.extra["external_inputs"] = external
-        append_line(runs_file(record_path), json.dumps(line.to_json(), sort_keys=True))
+        append_line(runs_file(record_path), json.dumps(redact_value(line.to_json()), sort_keys=True))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
@@ -390,7 +393,7 @@ class Executor:
                     outcomes[p] = outcome
                     origin = outcome.extra.get("reused_from") or {}
                     if origin.get("mode") == "reference":
-                        references[p.step] = (origin["path"], {})
+                        references[p.step] = (origin["path"], outcome.extra.get("reference") or {})
                     done += 1
                     self._progress(p, outcome, done, len(pending), t_start)
                     if not outcome.ok:
@@ -436,17 +439,19 @@ class Executor:
     def _task(
         self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun: bool, run: dict, reuse: bool, references: dict
     ) -> StepTask:
+        from marin.execution.input_fingerprints import with_input_fingerprints
         from marin.execution.records import step_info
         from marin.execution.step_runner import StepTask
 
         resources = p.step.resources
         referenced = {d.output_path: references[d.step] for d in p.dependencies if d.step in references}
+        config = instantiate_config(p, plan)
         return StepTask(
             name=p.name,
             output_path=p.output_path,
             fn=p.step.fn,
-            config=instantiate_config(p, plan),
-            info=step_info(p, plan, run),
+            config=config,
+            info=with_input_fingerprints(step_info(p, plan, run), config),
             force_run_failed=force_run_failed,
             retries=resources.retries if resources else 0,
             rerun_succeeded=rerun,
@@ -497,6 +502,7 @@ def _ctrl_c_deferred(defer: bool):
 
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
     """The dry run's table: every step, what would happen, and why."""
+    from marin.execution.input_fingerprints import changed_input_lines
     from marin.execution.plan_reports import plan_report_lines
 
     file = file or sys.stdout
@@ -512,12 +518,14 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
         sources = sorted({d.reuse_from[: -len(d.planned.relative_output_path) - 1] for d in reused if d.reuse_from})
         total = sum(d.reuse_bytes for d in reused)
         print(f"reuse: {len(reused)} steps, {total:,} bytes to verify and copy, from {', '.join(sources)}", file=file)
-    for line in plan_report_lines(decisions):
+    for line in changed_input_lines(decisions) + plan_report_lines(decisions):
         print(line, file=file)
 
 
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
     """The end-of-run table: outcome, duration and output of each step, then where the record is."""
+    from marin.execution.document_counts import kept_removed_notes
+
     file = file or sys.stdout
     counts = Counter(outcomes[d.planned].status for d in decisions)
     show = (
@@ -527,6 +535,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
     )
     if show and len(show) <= 200:
         width = max(len(d.planned.relative_output_path) for d in show)
+        ran = [d.planned.output_path for d in show if outcomes[d.planned].status is Outcome.SUCCESS]
+        documents = kept_removed_notes(ran)
         print(f"  {'outcome':<13} {'time':>8}  {'step output':<{width}}", file=file)
         for d in show:
             o = outcomes[d.planned]
@@ -534,7 +544,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
             err = f"  {o.error}" if o.error and o.status is not Outcome.DEP_FAILED else ""
             if o.status is Outcome.REUSED:
                 err = f"  from {o.extra['reused_from']['path']}"
-            print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}", file=file)
+            note = documents.get(d.planned.output_path, "")
+            print(f"  {o.status:<13} {took:>8}  {d.planned.relative_output_path:<{width}}{err}{note}", file=file)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     print(f"{len(decisions)} steps: {summary}", file=file)
     if counts.keys() <= {Outcome.SKIPPED}:

@@ -2,13 +2,15 @@
 
 A run that ends with failures names, for each failed step, the log of its attempt and that log's last
 error line (the exception a traceback ends with, or the last line that says error), so that the next
-thing a researcher reads is the cause, not a search through `.executor_logs/`.
+thing a researcher reads is the cause, not a search through `.executor_logs/`. The line is redacted again
+(`redaction.redact_text`): a log written by an older marin, or by hand, may hold what a log now never does.
 """
 
 from __future__ import annotations
 
 import re
 
+from marin.provenance.redaction import redact_text
 from marin.storage import list_dir, read_range, size
 from marin.storage.layout import logs_dir
 
@@ -42,5 +44,5 @@ def last_error_line(log_path: str | None) -> str | None:
     lines = [line for line in lines if line.strip()]
     for line in reversed(lines):
         if _ERROR.match(line.strip()):
-            return line.strip()[:300]
-    return lines[-1].strip()[:300] if lines else None
+            return redact_text(line.strip())[:300]
+    return redact_text(lines[-1].strip())[:300] if lines else None

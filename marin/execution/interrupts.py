@@ -1,4 +1,4 @@
-"""Stopping a running step: Ctrl-C under either backend, and SIGTERM from Ray.
+"""Stopping a running step: Ctrl-C or SIGTERM to the driver under either backend, and SIGTERM from Ray.
 
 A step interrupted by the user is not a failed step: it is left as it was before the attempt, its
 lease released, for the next run to resume. Under the local backend the step runs in a thread of the
@@ -7,6 +7,13 @@ thread that runs step code (never into one that is publishing: that commit must 
 Under Ray, Ctrl-C cancels the tasks (KeyboardInterrupt in the worker) and the node or the dying driver
 sends SIGTERM, which Ray turns into SystemExit inside the step; `sigterm_stops_the_runner` makes it a
 `RunnerTerminated` instead, so that it is not recorded as the step failing.
+
+SIGTERM to the driver itself (`kill PID`, a job scheduler, a container stopping) is what Ctrl-C is: while the
+run's steps execute, `sigterm_interrupts_the_run` turns it into a KeyboardInterrupt in the driver's main
+thread, so the running steps are interrupted, put back as they were and their leases released, the run's
+line is appended to `.runs.jsonl`, and the process then exits with 143 (128 + SIGTERM, what a shell reports
+for a process ended by SIGTERM; `interrupted_exit_code`). Without it the process would die at once, leaving
+its steps RUNNING under the lease of a dead process until a rerun or the lease's staleness.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Iterator
 
 from marin.execution.lease import interrupt_thread
 
@@ -22,7 +30,7 @@ class RunnerInterrupted(BaseException):
     """Sent into a step's thread when the user interrupts the run (Ctrl-C) under the local backend."""
 
 
-LEFT_FOR_RERUN = "interrupted (Ctrl-C); a rerun resumes it"
+LEFT_FOR_RERUN = "interrupted (Ctrl-C or SIGTERM); a rerun resumes it"
 
 _interruptible: dict[int, str] = {}
 """Threads running a step's own code (or waiting for its lease), by thread id: what Ctrl-C interrupts."""
@@ -70,3 +78,35 @@ def sigterm_stops_the_runner():
         yield previous
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_terminated = threading.Event()
+"""Set once SIGTERM interrupted a run of this process."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts_the_run() -> Iterator[None]:
+    """In the driver's main thread, SIGTERM raises KeyboardInterrupt: the run stops as after a Ctrl-C.
+
+    A second SIGTERM is a second Ctrl-C (the run stops waiting for its interrupted steps). Outside the main
+    thread (a run started from another thread) signals cannot be handled, and nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _terminated.clear()
+
+    def handler(signum, frame):
+        _terminated.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted_exit_code() -> int:
+    """The exit status of a driver whose run was interrupted: 143 after SIGTERM, 130 after Ctrl-C."""
+    return 128 + (signal.SIGTERM if _terminated.is_set() else signal.SIGINT)

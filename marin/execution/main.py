@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Literal
@@ -55,6 +56,8 @@ class ExecutorMainConfig:
     """Reuse outputs even when the code that made them differs from this checkout's."""
     allow_credentials_in_patch: bool = False
     """Store the uncommitted changes even if a line looks like a credential (a run refuses them otherwise)."""
+    traceback: bool = False
+    """Print the traceback of an error in the experiment's configs or plan (otherwise one `error:` line)."""
 
 
 BOOL_FLAGS = tuple(f"--{f.name}" for f in fields(ExecutorMainConfig) if f.type == "bool")
@@ -198,7 +201,8 @@ _capture_hook = None
 
 
 def capture_steps(hook):
-    """While set, `executor_main` hands its steps to `hook(steps, description)` instead of running.
+    """While set, `executor_main` hands its steps to `hook(steps, description)` instead of running, and its
+    `experiment_name` too when the hook has a parameter of that name (the record's name depends on it).
 
     This is how `marin plan SCRIPT` and `marin explain SCRIPT STEP` see a script's DAG: the script runs
     as `__main__` as usual, and its own call to `executor_main` answers the question.
@@ -219,7 +223,10 @@ def executor_main(
     from marin.execution.planning import PlanError
 
     if _capture_hook is not None:
-        return _capture_hook(steps, description)
+        import inspect
+
+        named = "experiment_name" in inspect.signature(_capture_hook).parameters
+        return _capture_hook(steps, description, **({"experiment_name": experiment_name} if named else {}))
     cfg = parse_main_args(sys.argv[1:] if argv is None else argv)
     configure_logging()
     prefix = resolve_prefix(cfg.prefix)
@@ -238,8 +245,12 @@ def executor_main(
     except ExecutorRunError:
         sys.exit(1)
     except KeyboardInterrupt:
-        sys.exit(130)
+        from marin.execution.interrupts import interrupted_exit_code
+
+        sys.exit(interrupted_exit_code())
     except (PlanError, ValueError, TypeError) as exc:
+        if cfg.traceback:
+            traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except OSError as exc:

@@ -35,8 +35,9 @@ from typing import Any
 from marin.config.canonical import hash8
 from marin.config.declarations import StepConfig
 from marin.config.parts import RECORD, kind
-from marin.config.walk import ConfigError, ConfigScan, resolve, scan
+from marin.config.walk import ConfigScan, ScanError, resolve, scan
 from marin.execution.authoring import ExecutorStep
+from marin.execution.credential_check import checked_scan
 from marin.storage.paths import join, protocol_of
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def _scan(step: ExecutorStep) -> ConfigScan:
         raise PlanError(f"step {step.name!r}: config must be a dataclass instance or None, got {type(config).__name__}")
     try:
         found = scan(config)
-    except ConfigError as exc:
+    except ScanError as exc:
         raise PlanError(f"step {step.name!r}: {exc}") from None
     for path in found.unversioned_settings:
         logger.warning(
@@ -218,7 +219,7 @@ def _plan_steps(steps: Iterable[ExecutorStep], prefix: str) -> Plan:
             step, next_input = stack[-1]
             found = scans.get(step)
             if found is None:
-                found = scans[step] = _scan(step)
+                found = scans[step] = checked_scan(step, _scan(step), PlanError)
             inputs = found.inputs
             while next_input < len(inputs):
                 dep_step = inputs[next_input][1].step

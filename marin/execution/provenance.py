@@ -21,18 +21,40 @@ import sys
 from marin.execution.planning import Plan
 from marin.provenance import probe
 from marin.provenance.probe import checkout_state, environment
-from marin.provenance.redaction import CredentialInPatchError, find_in_patch, redact_argv
+from marin.provenance.redaction import (
+    CredentialInPatchError,
+    find_in_patch,
+    find_in_source,
+    redact_argv,
+    redact_text,
+    redact_value,
+)
 from marin.provenance.references import project_imports, reference_of
 
 
-def dump_json(record: dict) -> bytes:
-    """Indented, key-sorted JSON for records people read (orjson: fast for 10,000-step records)."""
+def _dump(record) -> bytes:
     import orjson
 
     try:
         return orjson.dumps(record, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
     except TypeError:
         return (json.dumps(record, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def dump_json(record: dict) -> bytes:
+    """Indented, key-sorted JSON for records people read (orjson: fast for 10,000-step records), redacted
+    (`redaction.redact_text` over the whole document, one pass; where a replacement would break the JSON,
+    over each string of `record`)."""
+    data = _dump(record)
+    text = data.decode("utf-8")
+    redacted = redact_text(text)
+    if redacted == text:
+        return data
+    try:
+        json.loads(redacted)
+    except ValueError:
+        return _dump(redact_value(record))
+    return redacted.encode("utf-8")
 
 
 def code_files(plan: Plan) -> list[str]:
@@ -75,9 +97,9 @@ def run_provenance(
 
     The patch, the source of scripts outside the checkout and the full environment are named by their
     content-addressed paths relative to the prefix, and, with `store`, written there (a run that finds every
-    step done and its record written skips the writes: an earlier run stored them). A patch holding
-    something credential-shaped is refused (CredentialInPatchError naming file and line) unless
-    `allow_credentials_in_patch`: it is stored verbatim, since a rerun applies it."""
+    step done and its record written skips the writes: an earlier run stored them). A patch or a script
+    outside the checkout holding something credential-shaped is refused (CredentialInPatchError naming file
+    and line) unless `allow_credentials_in_patch`: they are stored verbatim, since a rerun runs them."""
     files = code_files(plan)
     state = checkout_state(files)
     if state.patch and store and not allow_credentials_in_patch:
@@ -95,6 +117,10 @@ def run_provenance(
         if target.endswith(".py") and os.path.isabs(target) and target not in scripts and os.path.exists(target):
             with open(target, "rb") as f:
                 source = f.read()
+            if store and not allow_credentials_in_patch:
+                findings = find_in_source(source, target)
+                if findings:
+                    raise CredentialInPatchError(findings)
             scripts[target] = {
                 "sha256": hashlib.sha256(source).hexdigest(),
                 "stored": store_blob(plan.prefix, source, ".py", store),

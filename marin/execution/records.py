@@ -22,6 +22,7 @@ import hashlib
 from marin.config.canonical import canonical_json
 from marin.config.values import encode
 from marin.execution.authoring import ResourceConfig
+from marin.execution.credential_check import strip_userinfo
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.provenance import dump_json, run_provenance, who
 from marin.provenance.probe import environment
@@ -34,7 +35,8 @@ def utc_now() -> str:
 
 
 def step_record(planned: PlannedStep, plan: Plan) -> dict:
-    """The record of one step: also the content of its `.executor_info`."""
+    """The record of one step: also the content of its `.executor_info`. Its config keeps no URL user-info
+    (`credential_check`): the step runs with the config as written, the record holds what may be published."""
     cached = plan.step_records.get(planned)
     if cached is not None:
         return cached
@@ -49,7 +51,7 @@ def step_record(planned: PlannedStep, plan: Plan) -> dict:
         fn=reference_of(planned.step.fn),
         config_type=reference_of(type(config)) if config is not None else None,
         config_types=types,
-        config=config_json,
+        config=strip_userinfo(config_json),
         version=planned.version,
         dependencies=[d.output_path for d in planned.dependencies],
         pseudo_dependencies=[d.output_path for d in planned.pseudo_dependencies],

@@ -21,10 +21,16 @@ with `reused_from` (source, path, record that made it, manifest digest) in its `
 outcome REUSED. Any failure is a reason in the step's log (`.executor_logs/NNN.reuse.log`) and the step
 runs as if no source existed. A source is only read: nothing is written, locked or leased there.
 
+A source is untrusted input: its records are read bounded (`_read_limited`, `_holds`) and checked field by
+field (`_check_info`, `_check_manifest`), and any failure, foreseen or not, is a reason not to reuse that
+source, never an error of the step.
+
 With `mode="reference"` the files are hashed where they are and not copied: the step's folder here holds
 only the executor's files, its manifest is the source's, and downstream steps read the source folder
-(`referenced_path`). Before a later run uses such a reference it hashes the source again (`check_reference`)
-and refuses to go on if the bytes changed.
+(`referenced_path`). Before a step reads such an input it is checked (hashed again, unless it was verified
+in this run and every file still has the version it was hashed at: `pin_references`), and after the step
+every file must still have that version (`check_pinned`), or the step fails instead of publishing what it
+made from bytes that are no longer the verified ones.
 """
 
 from __future__ import annotations
@@ -41,9 +47,12 @@ from typing import Literal
 import orjson
 
 from marin.storage import (
+    ObjectChanged,
+    VersionedBytes,
     backend_for,
     current_version,
     delete,
+    exists,
     is_local,
     join,
     list_dir,
@@ -51,7 +60,7 @@ from marin.storage import (
     open_write,
     protocol_of,
     read_bytes,
-    read_with_version,
+    size,
     strip_protocol,
 )
 from marin.storage.layout import INFO_FILE, MANIFEST_FILE, STATUS_FILE, is_bookkeeping, is_record_name
@@ -63,6 +72,17 @@ CACHE_FROM_ENV = "MARIN_CACHE_FROM"
 """Sources to reuse from when `--cache_from` is not given: prefixes separated by commas."""
 COPY_CHUNK = 8 << 20
 PARALLELISM = 8
+STATUS_LIMIT = 1 << 10
+"""The most bytes of a source's status file that are read (SUCCESS is 7); a larger one is not reused."""
+INFO_LIMIT = 16 << 20
+"""The most bytes of a source's `.executor_info` that are read."""
+MANIFEST_LIMIT = 64 << 20
+"""The most bytes of a source's manifest that are read (about half a million files)."""
+RECORD_LIMIT = 64 << 20
+"""Experiment records (and their `.runs.jsonl`) of a source larger than this are not searched for the step."""
+SEARCH_CHUNK = 1 << 20
+MAX_FILE_SIZE = 1 << 53
+"""A manifest size beyond this (8 PiB, the largest integer a JSON reader keeps exactly) is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,18 +159,22 @@ class Reused:
     origin: dict
     reasons: list[str] = field(default_factory=list)
     """Why earlier sources were passed over."""
+    versions: dict[str, str] | None = None
+    """By reference: each file's version (`file_versions`) when its bytes were hashed (None: not kept)."""
 
 
 def _check_entry_path(rel: object) -> str:
     if not isinstance(rel, str) or not rel:
-        raise Rejected(f"manifest entry with a bad path {rel!r}")
+        raise Rejected(f"manifest entry with a bad path {_shown(rel)}")
+    if len(rel) > 4096 or any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF for c in rel):
+        raise Rejected(f"manifest path {_shown(rel)} holds a control character or is too long")
     if rel.startswith("/") or "\\" in rel or "://" in rel:
-        raise Rejected(f"manifest path {rel!r} is not a relative path inside the step's folder")
+        raise Rejected(f"manifest path {_shown(rel)} is not a relative path inside the step's folder")
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts) or posixpath.normpath(rel) != rel:
-        raise Rejected(f"manifest path {rel!r} escapes the step's folder")
+        raise Rejected(f"manifest path {_shown(rel)} escapes the step's folder")
     if is_bookkeeping(rel):
-        raise Rejected(f"manifest path {rel!r} names an executor file")
+        raise Rejected(f"manifest path {_shown(rel)} names an executor file")
     return rel
 
 
@@ -163,17 +187,80 @@ def _check_manifest(manifest: object, where: str) -> dict:
             raise Rejected(f"{where}: a manifest entry is not an object")
         rel = _check_entry_path(entry.get("path"))
         size, sha = entry.get("size"), entry.get("sha256")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise Rejected(f"{where}: manifest size of {rel!r} is {size!r}")
-        if not isinstance(sha, str) or len(sha) != 64:
-            raise Rejected(f"{where}: manifest sha256 of {rel!r} is {sha!r}")
+        if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size <= MAX_FILE_SIZE:
+            raise Rejected(f"{where}: manifest size of {rel!r} is {_shown(size)}")
+        if not isinstance(sha, str) or len(sha) != 64 or sha.strip("0123456789abcdef"):
+            raise Rejected(f"{where}: manifest sha256 of {rel!r} is {_shown(sha)}")
         if rel in seen:
             raise Rejected(f"{where}: {rel!r} is listed twice in the manifest")
         seen.add(rel)
     total = manifest.get("total_size")
-    if total is not None and total != sum(f["size"] for f in manifest["files"]):
-        raise Rejected(f"{where}: the manifest's total_size {total} is not the sum of its file sizes")
+    if total is not None and (
+        not isinstance(total, int) or isinstance(total, bool) or total != sum(f["size"] for f in manifest["files"])
+    ):
+        raise Rejected(f"{where}: the manifest's total_size {_shown(total)} is not the sum of its file sizes")
     return manifest
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """`value` for a reason: its repr, cut (a hostile source decides what it holds)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def _read_limited(path: str, limit: int, what: str, versioned: bool = True) -> VersionedBytes | None:
+    """The bytes of `path` (and, `versioned`, their version), reading at most `limit` + 1 bytes whatever the
+    object holds (None when absent); Rejected when it is larger, or (`versioned`) was rewritten while it
+    was read. On GCS and S3 one ranged read pinned to the version asked first (2 requests); elsewhere the
+    version is asked before and after the read."""
+    before = current_version(path) if versioned else ""
+    if before is None:
+        return None
+    pinned_reads = protocol_of(path) in ("gs", "s3")
+    try:
+        data = None
+        if pinned_reads:
+            try:
+                data = backend_for(path).read_range(path, 0, limit + 1, before or None)
+            except (ObjectChanged, FileNotFoundError):
+                raise
+            except Exception:  # an empty object has no byte 0 to range over (416): read it as a stream
+                pinned_reads = False
+        if data is None:
+            chunks, n = [], 0
+            with open_read(path) as f:
+                while n <= limit and (chunk := f.read(min(SEARCH_CHUNK, limit + 1 - n))):
+                    chunks.append(chunk)
+                    n += len(chunk)
+            data = b"".join(chunks)
+    except ObjectChanged:
+        raise Rejected(f"{path} changed while it was read") from None
+    except FileNotFoundError:
+        return None
+    if len(data) > limit:
+        raise Rejected(f"{path}: the {what} is larger than {limit:,} bytes")
+    if versioned and not pinned_reads and current_version(path) != before:
+        raise Rejected(f"{path} changed while it was read")
+    return VersionedBytes(data, before)
+
+
+def _check_info(source_info: object, path: str) -> dict:
+    """The fields of a source's `.executor_info` that reuse reads, each of its JSON type; Rejected if not."""
+    if not isinstance(source_info, dict):
+        raise Rejected(f"{path}: {INFO_FILE} is not an object")
+    for key in ("name", "hash"):
+        if not isinstance(source_info.get(key), str):
+            raise Rejected(f"{path}: {INFO_FILE} field {key!r} is {_shown(source_info.get(key))}, not a string")
+    fingerprint = source_info.get("code_fingerprint")
+    if fingerprint is not None and not isinstance(fingerprint, str):
+        raise Rejected(f"{path}: {INFO_FILE} field 'code_fingerprint' is {_shown(fingerprint)}, not a string")
+    run = source_info.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise Rejected(f"{path}: {INFO_FILE} field 'run' is {_shown(run)}, not an object")
+    run_id = (run or {}).get("run_id")
+    if run_id is not None and not isinstance(run_id, str):
+        raise Rejected(f"{path}: {INFO_FILE} field 'run.run_id' is {_shown(run_id)}, not a string")
+    return source_info
 
 
 def probe(source: str, info: dict, cache: CacheFrom) -> Candidate:
@@ -181,27 +268,29 @@ def probe(source: str, info: dict, cache: CacheFrom) -> Candidate:
     rel = info.get("relative_output_path") or f"{info['name']}-{info['hash']}"
     path = join(source, rel)
     try:
-        status = read_with_version(join(path, STATUS_FILE))
-        manifest_read = read_with_version(join(path, MANIFEST_FILE))
-        info_bytes = read_bytes(join(path, INFO_FILE))
+        status = _read_limited(join(path, STATUS_FILE), STATUS_LIMIT, "status")
+        if status is None:
+            raise Rejected(f"no output at {path}")
+        if status.data.strip() != b"SUCCESS":
+            raise Rejected(f"{path} is {_shown(status.data.strip().decode('utf-8', 'replace'))}, not SUCCESS")
+        manifest_read = _read_limited(join(path, MANIFEST_FILE), MANIFEST_LIMIT, "manifest")
+        info_read = _read_limited(join(path, INFO_FILE), INFO_LIMIT, INFO_FILE, versioned=False)
+    except Rejected:
+        raise
     except Exception as exc:
         raise Unreachable(f"{source} cannot be read ({type(exc).__name__}: {exc})") from exc
-    if status is None:
-        raise Rejected(f"no output at {path}")
-    if status.data.strip() != b"SUCCESS":
-        raise Rejected(f"{path} is {status.data.strip().decode('utf-8', 'replace')}, not SUCCESS")
-    if manifest_read is None or info_bytes is None:
+    if manifest_read is None or info_read is None:
         raise Rejected(f"{path} says SUCCESS but has no {'manifest' if manifest_read is None else INFO_FILE}")
     try:
         manifest = orjson.loads(manifest_read.data)
-        source_info = orjson.loads(info_bytes)
+        source_info = orjson.loads(info_read.data)
     except ValueError as exc:
         raise Rejected(f"{path}: unreadable manifest or info ({exc})") from None
-    if not isinstance(source_info, dict):
-        raise Rejected(f"{path}: {INFO_FILE} is not an object")
-    if (source_info.get("name"), source_info.get("hash")) != (info.get("name"), info.get("hash")):
+    source_info = _check_info(source_info, path)
+    if (source_info["name"], source_info["hash"]) != (info.get("name"), info.get("hash")):
         raise Rejected(
-            f"{path} holds {source_info.get('name')}-{source_info.get('hash')}, not {info.get('name')}-{info.get('hash')}"
+            f"{path} holds {_shown(source_info['name'] + '-' + source_info['hash'])}, "
+            f"not {info.get('name')}-{info.get('hash')}"
         )
     theirs, ours = source_info.get("code_fingerprint"), info.get("code_fingerprint")
     if theirs != ours and not cache.code_changed:
@@ -241,6 +330,11 @@ def _check_files(candidate: Candidate) -> None:
             raise Rejected(f"{entry['path']} is listed in the manifest of {path} but missing")
         if actual != entry["size"]:
             raise Rejected(f"{entry['path']} in {path}: the manifest says {entry['size']} bytes, it has {actual}")
+
+
+def _error(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text if len(text) <= 300 else text[:300] + '...'}"
 
 
 def _hash_stream(src, dst=None) -> tuple[int, str]:
@@ -312,23 +406,40 @@ def clear_outputs(staging: str) -> None:
             delete(join(staging, rel))
 
 
+def _holds(path: str, needle: bytes) -> bool:
+    """Whether the file `path` contains `needle`, read in chunks (memory bounded whatever its size); a file
+    larger than RECORD_LIMIT is not read (False, with a warning)."""
+    found_size = size(path)
+    if found_size is None:
+        return False
+    if found_size > RECORD_LIMIT:
+        logger.warning("%s: %s bytes, more than a record holds; not searched", path, f"{found_size:,}")
+        return False
+    tail, n = b"", 0
+    with open_read(path) as f:
+        while n <= RECORD_LIMIT and (chunk := f.read(SEARCH_CHUNK)):
+            n += len(chunk)
+            if needle in tail + chunk:
+                return True
+            tail = chunk[-(len(needle) - 1) :] if len(needle) > 1 else b""
+    return False
+
+
 def source_record(candidate: Candidate) -> str | None:
-    """The experiment record under the source that lists this step (the one whose run made it, if several)."""
+    """The experiment record under the source that lists this step (the one whose run made it, if several).
+    Records are searched in chunks, and larger ones than RECORD_LIMIT not at all: a source's files bound
+    neither the memory nor the time this takes."""
     folder = join(candidate.source, "experiments")
     identity = f"{candidate.info.get('name')}-{candidate.info.get('hash')}"
     run_id = (candidate.info.get("run") or {}).get("run_id")
     found = []
     try:
         for name in list_dir(folder)[:500]:
-            if not is_record_name(name):
-                continue
-            data = read_bytes(join(folder, name))
-            if data and identity.encode() in data:
+            if is_record_name(name) and _holds(join(folder, name), identity.encode()):
                 found.append(join(folder, name))
         if len(found) > 1 and run_id:
             for path in found:
-                runs = read_bytes(path.removesuffix(".json") + ".runs.jsonl") or b""
-                if run_id.encode() in runs:
+                if _holds(path.removesuffix(".json") + ".runs.jsonl", run_id.encode()):
                     return path
     except Exception as exc:
         logger.warning("could not read the records under %s: %s", folder, exc)
@@ -353,11 +464,15 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
             _check_files(candidate)
             if cache.mode == "copy":
                 clear_outputs(staging)
+            versions = file_versions(candidate.path, candidate.manifest) if cache.mode == "reference" else None
             read = _verify_bytes(candidate, staging if cache.mode == "copy" else None)
             _check_unchanged(candidate)
-        except Rejected as exc:
-            logger.warning("%s: not reused from %s: %s", identity, source, exc)
-            reasons.append(str(exc))
+            if versions is not None and file_versions(candidate.path, candidate.manifest) != versions:
+                raise Rejected(f"{candidate.path} changed while it was hashed")
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, Rejected) else f"the source could not be checked ({_error(exc)})"
+            logger.warning("%s: not reused from %s: %s", identity, source, reason)
+            reasons.append(reason)
             if cache.mode == "copy" and not isinstance(exc, Unreachable):
                 clear_outputs(staging)
             continue
@@ -386,7 +501,7 @@ def reuse_output(cache: CacheFrom, info: dict, staging: str) -> Reused | None:
         manifest = {"files": candidate.manifest["files"], "total_size": candidate.total_bytes}
         if cache.mode == "reference":
             manifest["reference"] = candidate.path
-        return Reused(manifest=manifest, origin=origin, reasons=reasons)
+        return Reused(manifest=manifest, origin=origin, reasons=reasons, versions=versions)
     if pinned is not None:
         raise ReferenceChanged(
             f"{identity}: the external input the record used is gone or changed: {'; '.join(reasons)}"
@@ -420,6 +535,91 @@ def check_reference(path: str, manifest: dict) -> None:
         raise ReferenceChanged(f"the referenced output {path} changed since it was reused: {exc}") from None
 
 
+def file_versions(folder: str, manifest: dict) -> dict[str, str] | None:
+    """Each manifest file's version now ("" when absent): locally the device, inode, size, mtime and ctime of
+    the file (through symlinks; every write moves the ctime, and no call sets it back), on GCS the
+    generation, on S3 the ETag. None where the storage keeps no versions: the bytes are hashed instead."""
+    rels = [e["path"] for e in manifest.get("files", ())]
+    if is_local(folder):
+        base, found = strip_protocol(folder), {}
+        for rel in rels:
+            try:
+                st = os.stat(os.path.join(base, rel))
+            except (FileNotFoundError, NotADirectoryError):
+                found[rel] = ""
+                continue
+            found[rel] = f"{st.st_dev}-{st.st_ino}-{st.st_size}-{st.st_mtime_ns}-{st.st_ctime_ns}"
+        return found
+    try:
+        listed = dict(backend_for(folder).list_versions(folder))
+    except NotImplementedError:
+        return None
+    return {rel: listed.get(rel, "") for rel in rels}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pinned:
+    """An input published by reference, as the step was about to read it."""
+
+    folder: str
+    """The source folder the step reads."""
+    manifest: dict
+    """The manifest its bytes were verified against."""
+    versions: dict[str, str] | None
+    """Each file's version when it was verified (None: the storage keeps none; hashed again after the step)."""
+
+
+def pin_references(references: list[tuple[str, dict]]) -> list[Pinned]:
+    """Before a step reads inputs published by reference, `(folder, manifest)` each: their bytes are the
+    recorded ones (hashed again; ReferenceChanged if not), pinned at the versions they have now for
+    `check_pinned` after the step. An input verified earlier in this run, whose manifest carries the
+    `versions` it was hashed at, is not hashed again while every file still has those versions."""
+    pinned = []
+    for folder, manifest in references:
+        now = file_versions(folder, manifest)
+        if now is None or now != manifest.get("versions"):
+            check_reference(folder, manifest)
+            if file_versions(folder, manifest) != now:
+                raise ReferenceChanged(f"the referenced output {folder} changed while it was hashed")
+        pinned.append(Pinned(folder=folder, manifest=manifest, versions=now))
+    return pinned
+
+
+def check_pinned(pinned: list[Pinned]) -> None:
+    """After the step read them: ReferenceChanged naming the first input file that was rewritten, deleted or
+    (on a storage without versions) no longer has its bytes, so that the step is not published as SUCCESS."""
+    for p in pinned:
+        if p.versions is None:
+            try:
+                check_reference(p.folder, p.manifest)
+            except ReferenceChanged as exc:
+                raise ReferenceChanged(f"{exc}; it changed while the step read it") from None
+            continue
+        now = file_versions(p.folder, p.manifest) or {}
+        changed = sorted(rel for rel, version in p.versions.items() if now.get(rel) != version)
+        if changed:
+            more = f" (and {len(changed) - 1} more of its files)" if len(changed) > 1 else ""
+            raise ReferenceChanged(
+                f"the referenced input {join(p.folder, changed[0])}{more} changed while the step read it: "
+                "what the step made rests on bytes that are not the verified ones"
+            )
+
+
+def warn_missing_sources(cache: CacheFrom) -> list[str]:
+    """Warns about (and returns) the sources that hold nothing at all, a mistyped path most likely: such a
+    source would otherwise be tried step by step and found to hold no output, in silence."""
+    missing = []
+    for source in cache.sources:
+        try:
+            if not exists(source):
+                missing.append(source)
+        except Exception as exc:
+            logger.warning("--cache_from %s cannot be read (%s)", source, _error(exc))
+    for source in missing:
+        logger.warning("--cache_from %s does not exist: nothing can be reused from it", source)
+    return missing
+
+
 def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
     """The steps of `decisions` (those `status.action_for` reuses when reusable) that a source can satisfy: it passes the checks made
     without reading its files (SUCCESS, same identity and code, a sound manifest), or the record pins one
@@ -427,6 +627,7 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
     `status.action_for`'s."""
     from marin.execution.records import step_record
 
+    warn_missing_sources(cache)
     todo = list(decisions)
     reusable = set()
     if not todo:
@@ -440,6 +641,8 @@ def plan_reuse(decisions: list, plan, cache: CacheFrom) -> set:
                 return probe(source, step_record(d.planned, plan), cache), reasons
             except Rejected as exc:
                 reasons.append(str(exc))
+            except Exception as exc:
+                reasons.append(f"{source}: the source could not be checked ({_error(exc)})")
         return None, reasons
 
     if all(is_local(s) for s in cache.sources) or len(todo) == 1:

@@ -92,7 +92,8 @@ class StepTask:
     reuse: Any = None
     """A `marin.execution.reuse.CacheFrom`: sources to reuse this step's output from before running it."""
     references: list = field(default_factory=list)
-    """(folder, manifest) of inputs published by reference: hashed again before the step runs."""
+    """(folder, manifest) of inputs published by reference: checked before the step runs and after it
+    (marin.execution.reuse.pin_references)."""
     inputs_from: dict = field(default_factory=dict)
     """A dependency's output path -> the folder the step reads it from (an output published by reference
     lives in another prefix)."""
@@ -211,11 +212,12 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Actio
     attempt = start_attempt(task.output_path, lease.owner, fresh=task.rerun_succeeded, took_over=lease.took_over)
     try:
         _publish(lease, attempt, State.RUNNING, info=task.info)
+        pinned: list = []
         if action is Action.REUSE or task.references:
-            decided = _reuse_or_check(task, lease, attempt, action is Action.REUSE)
+            decided, pinned = _reuse_or_check(task, lease, attempt, action is Action.REUSE)
             if decided is not None:
                 return decided
-        return _run(task, lease, attempt)
+        return _run(task, lease, attempt, pinned)
     except (KeyboardInterrupt, RunnerInterrupted):
         interruptible_now(None)
         logger.warning("step %s: interrupted; left as it was (%s) for a rerun", task.name, previous or "not started")
@@ -235,8 +237,9 @@ def _attempt(task: StepTask, lease: Lease, previous: State | None, action: Actio
         raise
 
 
-def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
-    """Runs the step function (with `retries`) into the attempt's folder, then publishes SUCCESS or FAILED."""
+def _run(task: StepTask, lease: Lease, attempt: Attempt, pinned: list) -> StepOutcome:
+    """Runs the step function (with `retries`) into the attempt's folder, then publishes SUCCESS or FAILED
+    (FAILED too when an input published by reference, `pinned`, changed while the step ran)."""
     out, timer, error = task.output_path, _Timer(), None
     config = rebase(task.config, {**task.inputs_from, out: attempt.staging}, attempt.staging)
     run = task.fn
@@ -266,6 +269,8 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
         interruptible_now(None)
         with lease.lock:  # the keeper interrupts under this lock: none is sent from here on
             lease.thread_id = None  # a lost lease is noticed by the publication's own check
+        if error is None and pinned:
+            error = _references_changed(pinned)
         if error is None:
             logger.info("step %s: finished in %.2f s; writing manifest", task.name, time.monotonic() - timer.t0)
             try:
@@ -278,27 +283,42 @@ def _run(task: StepTask, lease: Lease, attempt: Attempt) -> StepOutcome:
     return timer.outcome(Outcome.FAILED, attempt, attempt.log, error)
 
 
-def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt, reuse: bool) -> StepOutcome | None:
+def _reuse_or_check(task: StepTask, lease: Lease, attempt: Attempt, reuse: bool) -> tuple[StepOutcome | None, list]:
     """Before the step runs, under its lease: REUSED when `reuse` and a source's output verified and was
     published here (marin.execution.reuse); FAILED when an input published by reference changed; None: run
-    the step."""
-    from marin.execution.reuse import ReferenceChanged, check_reference, reuse_output
+    the step, with its inputs published by reference pinned (`pin_references`) for the check after it."""
+    from marin.execution.reuse import ReferenceChanged, pin_references, reuse_output
 
     log, timer = f"{logs_dir(task.output_path)}/{attempt.number:03d}.reuse.log", _Timer()
     with capture_into(log, task.capture == "process"):
         try:
-            for folder, manifest in task.references:
-                check_reference(folder, manifest)
+            pinned = pin_references(task.references)
             reused = reuse_output(task.reuse, task.info.to_json(), attempt.staging) if reuse else None
         except ReferenceChanged as exc:
             logger.error("step %s: %s; refusing to run on it", task.name, exc)
             _publish(lease, attempt, State.FAILED)
-            return timer.outcome(Outcome.FAILED, attempt, log, str(exc))
+            return timer.outcome(Outcome.FAILED, attempt, log, str(exc)), []
         if reused is None:
-            return None
+            return None, pinned
         info = dataclasses.replace(task.info, reused_from=reused.origin)
         _publish(lease, attempt, State.SUCCESS, info=info, outputs=True, manifest=reused.manifest)
-    return timer.outcome(Outcome.REUSED, attempt, log, reused_from=reused.origin)
+    extra = {"reused_from": reused.origin}
+    if reused.origin["mode"] == "reference":
+        versions = {} if reused.versions is None else {"versions": reused.versions}
+        extra["reference"] = {**reused.manifest, **versions}
+    return timer.outcome(Outcome.REUSED, attempt, log, **extra), []
+
+
+def _references_changed(pinned: list) -> str | None:
+    """Why the step's output must not be published: an input published by reference changed while it ran."""
+    from marin.execution.reuse import ReferenceChanged, check_pinned
+
+    try:
+        check_pinned(pinned)
+    except ReferenceChanged as exc:
+        logger.error("%s", exc)
+        return str(exc)
+    return None
 
 
 class _PreparationFailed(RuntimeError):

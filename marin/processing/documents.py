@@ -3,12 +3,19 @@
 Every data step reads documents and writes the same thing: gzipped JSON lines, one document per line
 with `id`, `text`, `source` and `metadata`, sharded as `part-00000.jsonl.gz`, `part-00001.jsonl.gz`, ...
 
-What a step reads (`read_documents`), chosen by the file name:
+What a step reads (`read_documents`), chosen by the file name (case aside):
 
-- JSON lines: `*.jsonl`, `*.jsonl.gz` / `*.json.gz` (gzip, any number of members) and `*.jsonl.zst`
-  (zstd, any number of frames); one JSON object per line.
+- JSON lines: `*.jsonl` and `*.json`, one JSON object per line, plain or compressed: `.gz` / `.gzip`
+  (any number of gzip members), `.zst` / `.zstd` (any number of frames), `.bz2` (any number of
+  streams), `.xz` (any number of streams).
 - Parquet: `*.parquet`, any compression, any number of row groups (FineWeb, FineWeb-Edu,
   Nemotron-CC, DCLM as published on the Hugging Face hub).
+
+Every file of an input folder is read (`list_shards`), or the step fails naming the files it cannot
+read: a file is never left out because of its name. The exceptions are hidden files and folders
+(any part of the path below the folder starting with `.`: the executor's `.executor_*` files, ledgers,
+`.tmp-*` writes in progress) and `BOOKKEEPING`, the files marin's own steps write beside their
+documents (`stats.json`, `removed_sample.jsonl.gz`, ...), which are logged as left out.
 
 The text is the field or column `text_key` (default "text"); the id is `id_key` (default "id"). With
 `id_key=None` the corpus has no ids (DCLM-baseline) and each document's id is derived from its place:
@@ -51,20 +58,38 @@ from typing import NamedTuple
 
 import fsspec
 
+from marin.provenance.redaction import redact_value
 from marin.storage import read_bytes_many, write_bytes
 
 logger = logging.getLogger(__name__)
 
 DOC_KEYS = ("id", "text", "source", "metadata")
-JSONL_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".jsonl.zst")
-PARQUET_SUFFIXES = (".parquet",)
-SHARD_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
+JSONL_NAMES = (".jsonl", ".json")
+"""Names of JSON-lines shards, before an optional compression suffix."""
+COMPRESSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2", ".xz": "xz"}
+"""Compression suffixes of JSON-lines shards, and what each is."""
+PARQUET_NAMES = (".parquet",)
+BOOKKEEPING = frozenset(
+    {
+        "stats.json",
+        "removed_sample.jsonl.gz",
+        "removed_ids.jsonl",
+        "dedup_guard.json",
+        "filter_guard.json",
+        "contamination.jsonl",
+        "provenance.json",
+        "corpus_info.json",
+        "volatile_files.txt",
+    }
+)
+"""Files that marin's data steps write beside their documents, at the top of their output folder: never read
+as documents (a step reading another's output reads only its shards)."""
 READ_CHUNK = 1 << 18
 """Compressed bytes read at a time from a JSON-lines shard."""
 PARQUET_BATCH_ROWS = 1024
 """Rows converted to documents at a time (pyarrow reads at most one row group's pages for them)."""
 
-_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"PAR1": "Parquet"}
+_MAGIC = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"PAR1": "Parquet", b"BZh": "bz2", b"\xfd7zXZ\x00": "xz"}
 
 
 class BadDocumentError(ValueError):
@@ -92,36 +117,86 @@ def shard_name(index: int) -> str:
     return f"part-{index:05d}.jsonl.gz"
 
 
+def shard_format(path: str) -> tuple[str, str | None] | None:
+    """("jsonl" or "parquet", compression or None) of a document shard, from its name (case aside);
+    None when the name is not one of a format marin reads."""
+    suffix = _format_suffix(path.rsplit("/", 1)[-1]).lower()
+    if not suffix:
+        return None
+    if suffix.endswith(PARQUET_NAMES):
+        return "parquet", None
+    return "jsonl", next((kind for end, kind in COMPRESSIONS.items() if suffix.endswith(end)), None)
+
+
+def _format_suffix(name: str) -> str:
+    """The format suffix of a shard's file name as written (`.jsonl.zst`, `.JSONL`, `.parquet`)."""
+    lower = name.lower()
+    if lower.endswith(PARQUET_NAMES):
+        return name[-len(".parquet") :]
+    cut = 0
+    for suffix in COMPRESSIONS:
+        if lower.endswith(suffix):
+            cut = len(suffix)
+            break
+    base = lower[: len(lower) - cut]
+    for suffix in JSONL_NAMES:
+        if base.endswith(suffix):
+            return name[-(cut + len(suffix)) :]
+    return ""
+
+
 def shard_stem(path: str) -> str:
     """The shard's file name without its format suffix: `part-00003.jsonl.zst` -> `part-00003`."""
     name = path.rsplit("/", 1)[-1]
-    for suffix in SHARD_SUFFIXES:
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    suffix = _format_suffix(name)
+    return name[: -len(suffix)] if suffix else name
 
 
-def list_shards(input_path: str, pattern: str | None = None) -> list[str]:
-    """Sorted full paths of the document shards under `input_path` (a folder, or one file).
+FORMATS_READ = ".parquet, .jsonl or .json (plain, or compressed .gz, .gzip, .zst, .zstd, .bz2, .xz)"
 
-    Without a `pattern`, a folder's `part-*` shards are taken when there are any (what marin steps
-    write, leaving out sidecars such as `removed_sample.jsonl.gz`); otherwise every JSON-lines or
-    Parquet file below. Hidden files and folders (`.work/`, `.tmp-*`) are never shards.
+
+def list_shards(input_path: str) -> list[str]:
+    """Sorted full paths of the document shards under `input_path` (a folder, or one file): every file below it.
+
+    Hidden files and folders (a path part starting with `.`) and marin's own `BOOKKEEPING` files at the top
+    of the folder are left out (logged); any other file whose name is not a format marin reads is a
+    `BadShardError` naming it, before anything is read: a file is read, or the step fails.
     """
     fs, root = fsspec.core.url_to_fs(input_path)
     if fs.isfile(root):
+        if shard_format(root) is None:
+            raise BadShardError(f"{input_path}: not a document shard (a format marin reads is {FORMATS_READ})")
         return [_unstrip(fs, root, input_path)]
     if not fs.isdir(root):
         raise EmptyInputError(f"input path does not exist: {input_path}")
-    shards = []
-    for glob in [pattern] if pattern else ["**/part-*", "**"]:
-        found = fs.glob(f"{root.rstrip('/')}/{glob}")
-        shards = sorted(p for p in found if p.endswith(SHARD_SUFFIXES) and "/." not in p[len(root) :] and fs.isfile(p))
-        if shards:
-            break
+    base = root.rstrip("/") + "/"
+    shards, unreadable, hidden, bookkeeping = [], [], 0, []
+    for path in sorted(fs.find(root)):
+        rel = path[len(base) :] if path.startswith(base) else path.rsplit("/", 1)[-1]
+        if any(part.startswith(".") for part in rel.split("/")):
+            hidden += 1
+        elif rel in BOOKKEEPING:
+            bookkeeping.append(rel)
+        elif shard_format(rel) is None:
+            unreadable.append(rel)
+        else:
+            shards.append(path)
+    if unreadable:
+        listed = ", ".join(unreadable[:10]) + (f" and {len(unreadable) - 10} more" if len(unreadable) > 10 else "")
+        raise BadShardError(
+            f"input folder {input_path} holds {len(unreadable)} file(s) that are not document shards: {listed}. "
+            f"Every file of an input folder is read, and a document shard is {FORMATS_READ}. Move these out, or "
+            "point input_path at a folder or file holding only documents (a download step's `glob` picks files)."
+        )
     if not shards:
-        raise EmptyInputError(
-            f"no document shards (*.parquet, *.jsonl, *.jsonl.gz, *.jsonl.zst) under input path {input_path}"
+        raise EmptyInputError(f"no document shards ({FORMATS_READ}) under input path {input_path}")
+    if hidden or bookkeeping:
+        logger.info(
+            "%s: reading %d shard(s); left out %d hidden file(s)%s",
+            input_path,
+            len(shards),
+            hidden,
+            f" and marin's bookkeeping {', '.join(bookkeeping)}" if bookkeeping else "",
         )
     return [_unstrip(fs, p, input_path) for p in shards]
 
@@ -143,14 +218,15 @@ def read_documents(
 ) -> Iterator[dict]:
     """Yield the documents of one shard in file order; see the module docstring for formats, keys and errors."""
     report = report if report is not None else ReadReport()
-    if path.endswith(PARQUET_SUFFIXES):
+    kind = shard_format(path)
+    if kind is None:
+        raise BadShardError(f"{path}: not a document shard (a format marin reads is {FORMATS_READ})")
+    if kind[0] == "parquet":
         rows = _parquet_rows(path, text_key, id_key)
         where = "row"
-    elif path.endswith(JSONL_SUFFIXES):
-        rows = _jsonl_rows(path, text_key, id_key)
-        where = "line"
     else:
-        raise BadShardError(f"{path}: not a document shard (expected one of {', '.join(SHARD_SUFFIXES)})")
+        rows = _jsonl_rows(path, text_key, id_key, kind[1])
+        where = "line"
     for item in rows:
         if type(item) is _Batch:
             report.documents += item.count
@@ -174,30 +250,51 @@ def read_documents(
 # ---------------------------------------------------------------- JSON lines
 
 
-def _jsonl_rows(path: str, text_key: str, id_key: str | None) -> Iterator[tuple[int, str | None, dict | None]]:
-    """(1-based line number, bad reason or None, document) for every non-blank line."""
+def _jsonl_rows(
+    path: str, text_key: str, id_key: str | None, compression: str | None
+) -> Iterator[tuple[int, str | None, dict | None]]:
+    """(1-based line number, bad reason or None, document) for every non-blank line.
+
+    A `.json` file whose first line is not a JSON object is one JSON document (an array, or an object over
+    several lines), not JSON lines: a BadShardError, which `skip_bad` does not cover."""
     stem = shard_stem(path)
-    for lineno, raw in enumerate(_lines(path), start=1):
+    suffix = _format_suffix(path.rsplit("/", 1)[-1]).lower()
+    json_named = suffix.startswith(".json") and not suffix.startswith(".jsonl")
+    first = True
+    for lineno, raw in enumerate(_lines(path, compression), start=1):
         if not raw.strip():
             continue
         reason, doc = _parse(raw, text_key, id_key, stem, lineno - 1)
+        if first and json_named and reason is not None and reason.startswith("bad_json"):
+            raise BadShardError(
+                f"{path}: not JSON lines (its first line is not a JSON object: {reason}); a .json shard must hold "
+                "one document per line"
+            )
+        first = False
         yield lineno, reason, doc
 
 
-def _lines(path: str) -> Iterator[bytes]:
-    """The lines of a JSON-lines shard, decompressed by its suffix, streaming; a bad stream is a BadShardError."""
-    kind = "zstd" if path.endswith(".zst") else ("gzip" if path.endswith(".gz") else None)
+def _lines(path: str, compression: str | None) -> Iterator[bytes]:
+    """The lines of a JSON-lines shard, decompressed as its name says, streaming; a bad stream is a BadShardError."""
     with fsspec.open(path, "rb") as f:
-        head = f.read(4)
-        if kind is None:
+        head = f.read(6)
+        if compression is None:
             for magic, what in _MAGIC.items():
                 if head.startswith(magic):
                     raise BadShardError(f"{path}: named as plain JSON lines but holds {what} data")
         chunks = _chunks(f, head)
-        if kind == "gzip":
+        if compression == "gzip":
             chunks = _gunzip(path, chunks)
-        elif kind == "zstd":
+        elif compression == "zstd":
             chunks = _unzstd(path, chunks)
+        elif compression == "bz2":
+            import bz2
+
+            chunks = _members(path, chunks, bz2.BZ2Decompressor, OSError, "bz2", "stream")
+        elif compression == "xz":
+            import lzma
+
+            chunks = _members(path, chunks, lzma.LZMADecompressor, lzma.LZMAError, "xz", "stream")
         yield from _split_lines(chunks)
 
 
@@ -467,8 +564,9 @@ def _line(doc: dict) -> bytes:
 
 
 def write_json(path: str, obj) -> None:
-    """Sorted, indented JSON published atomically (marin.storage.write_bytes)."""
-    write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8"))
+    """Sorted, indented JSON published atomically (marin.storage.write_bytes), its strings redacted
+    (`marin.provenance.redaction`: stats and provenance files are published with the outputs)."""
+    write_bytes(path, (json.dumps(redact_value(obj), indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
 def read_json_many(paths: list[str]) -> list:

@@ -17,12 +17,20 @@ Output, under `output_path`: `part-0000i.jsonl.gz` for input shard i (kept docum
 `metadata.filter_reason`). Shards run through `marin.stepkit.sharding.run_shards` (Ray tasks on a cluster, a
 local pool of `workers` otherwise); each finished shard's counts sit in its ledger under
 `.shards/filter/`, so a resumed run redoes only unfinished shards and still totals them all.
+
+A guard, as dedup has one: before `stats.json` is written, the kept fraction of each source (the `source`
+field, else the input shard's file name) is checked against `min_kept_fraction` (default 5%). A source of at
+least `GUARD_MIN_DOCUMENTS` documents that keeps less, or a step that keeps no document at all, fails the step
+with `FilterWipeoutError`, naming the source, the filter that removed most of it and removed examples, and
+leaves every source's counts and examples in `filter_guard.json`: a filter that wipes a source out is almost
+always a wrong setting (a language code, a text field, a threshold), seen here rather than one step later.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -44,9 +52,29 @@ from marin.stepkit.config import (
     versioned_unless_default,
 )
 from marin.stepkit.sharding import LEDGERS, ShardResources, run_shards
-from marin.storage import join, write_bytes, write_volatile_list
+from marin.storage import delete, join, write_bytes, write_volatile_list
 
 logger = logging.getLogger(__name__)
+
+_DATATROVE_TOKENIZERS = threading.Lock()
+"""datatrove's filters share one spaCy word tokenizer per language in the process (`load_word_tokenizer` is
+cached), and spaCy is not thread-safe: two filter steps in threads of one process (the local backend) failed
+with `[E109] Component 'sentencizer' could not be run`. Filter calls take turns (they hold the GIL anyway)."""
+
+
+GUARD_REPORT = "filter_guard.json"
+"""Written into the output folder when the guard refuses: per source, kept, removed by filter and reason, examples."""
+GUARD_MIN_DOCUMENTS = 20
+"""Sources with fewer documents are not judged on their own (a few removed documents say little); a step that
+keeps nothing at all is refused whatever its size."""
+GUARD_EXAMPLES = 3
+"""Removed documents kept per source and shard as the guard's examples."""
+EXAMPLE_CHARS = 300
+"""Characters of each example's text in the guard's report."""
+
+
+class FilterWipeoutError(ValueError):
+    """The filters would keep less than `min_kept_fraction` of a source's documents; the step does not publish."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +186,7 @@ class FilterConfig(StepConfig):
     """Filter every shard under `input_path` into `output_path`."""
 
     input_path: str = input_field("documents")
-    """Folder of document shards, Parquet or JSON lines (.jsonl, .jsonl.gz, .jsonl.zst), on any fsspec path."""
+    """Folder of document shards (every file below it is read: Parquet or JSON lines, plain or compressed), or one file."""
     output_path: str = output_field()
     """Folder to write kept shards, stats.json and removed_sample.jsonl.gz into."""
     language: LanguageConfig | None = versioned_unless_default(None)
@@ -172,6 +200,12 @@ class FilterConfig(StepConfig):
     """C4 heuristics (edit kept text); None: off."""
     fineweb_quality: FineWebQualityConfig | None = None
     """FineWeb heuristics; None: off."""
+    min_kept_fraction: float | None = unversioned(0.05)
+    """The guard: the step fails, publishing nothing, when the filters would keep less than this fraction of one
+    source's documents (the `source` field, else the input shard's file name; sources of at least
+    GUARD_MIN_DOCUMENTS documents), or no document at all; None: no guard. It decides only whether the output is
+    published, never its bytes, so it is not in the hash (after a refusal, rerun with `--force_run_failed`: the
+    finished shards are not redone)."""
     removed_sample_size: int = versioned_unless_default(20)
     """How many removed documents to keep in removed_sample.jsonl.gz."""
     skip_bad_documents: bool = False
@@ -191,6 +225,8 @@ class FilterConfig(StepConfig):
             raise ValueError(f"FilterConfig.removed_sample_size must be >= 0, got {self.removed_sample_size}")
         if self.workers < 1:
             raise ValueError(f"FilterConfig.workers must be >= 1, got {self.workers}")
+        if self.min_kept_fraction is not None and not 0.0 < self.min_kept_fraction <= 1.0:
+            raise ValueError(f"FilterConfig.min_kept_fraction must be in (0, 1] or None, got {self.min_kept_fraction}")
 
 
 def _build_filters(config: FilterConfig) -> list[tuple[str, object]]:
@@ -264,22 +300,32 @@ def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
     report = ReadReport()
     kept, sample = [], []
     removed: Counter = Counter()
+    sources: dict[str, dict] = {}
     for doc in step_documents(config, in_path, report):
+        source = sources.setdefault(
+            doc.get("source") or in_path.rsplit("/", 1)[-1], {"documents": 0, "kept": 0, "removed": {}, "examples": []}
+        )
+        source["documents"] += 1
         dt_doc = Document(text=doc["text"], id=doc["id"], metadata=dict(doc["metadata"]))
         reason = None
         for name, flt in filters:
             if name == "gopher_quality" and _more_words_than_allowed(dt_doc.text, config.gopher_quality):
                 reason = f"{name}/gopher_long_doc"
                 break
-            result = flt.filter(dt_doc)
+            with _DATATROVE_TOKENIZERS:
+                result = flt.filter(dt_doc)
             ok, why = result if isinstance(result, tuple) else (result, None)
             if not ok:
                 reason = f"{name}/{why or 'rejected'}"
                 break
         if reason is None:
             kept.append({**doc, "text": dt_doc.text, "metadata": dt_doc.metadata})
+            source["kept"] += 1
         else:
             removed[reason] += 1
+            source["removed"][reason] = source["removed"].get(reason, 0) + 1
+            if len(source["examples"]) < GUARD_EXAMPLES:
+                source["examples"].append({"id": doc["id"], "reason": reason, "text": doc["text"][:EXAMPLE_CHARS]})
             if len(sample) < config.removed_sample_size:
                 sample.append({**doc, "metadata": {**doc["metadata"], "filter_reason": reason}})
     stats = {
@@ -289,6 +335,7 @@ def filter_shard(config: FilterConfig, shard: FilterShard) -> dict:
         "removed": dict(sorted(removed.items())),
         "skipped_bad_documents": dict(sorted(report.skipped.items())),
         "removed_sample": sample,
+        "sources": sources,
     }
     write_bytes(join(config.output_path, shard_name(index)), encode_documents(kept))
     logger.info("wrote shard %s (%d of %d kept)", shard_name(index), len(kept), report.documents)
@@ -336,8 +383,71 @@ def _write_totals(config: FilterConfig, per_shard: list[dict]) -> dict:
         "removed_by_filter": {n: by_filter.get(n, {"removed": 0, "reasons": {}}) for n in enabled},
         "skipped_bad_documents": dict(sorted(skipped.items())),
     }
+    sources = _sources(per_shard)
+    stats["sources"] = {
+        name: {k: src[k] for k in ("documents", "kept", "kept_fraction")} for name, src in sources.items()
+    }
+    _guard(config, stats, sources)
     sample = [d for s in per_shard for d in s["removed_sample"]][: config.removed_sample_size]
     write_bytes(join(config.output_path, "removed_sample.jsonl.gz"), encode_documents(sample))
     write_json(join(config.output_path, "stats.json"), stats)
     logger.info("filter: kept %d of %d documents -> %s", stats["kept"], documents, config.output_path)
     return stats
+
+
+def _sources(per_shard: list[dict]) -> dict[str, dict]:
+    """Per source, over every shard: documents, kept, the kept fraction, removals by filter/reason, examples."""
+    out: dict[str, dict] = {}
+    for s in per_shard:
+        for name, src in s.get("sources", {}).items():
+            total = out.setdefault(name, {"documents": 0, "kept": 0, "removed": Counter(), "examples": []})
+            total["documents"] += src["documents"]
+            total["kept"] += src["kept"]
+            total["removed"].update(src["removed"])
+            total["examples"] += src["examples"][: GUARD_EXAMPLES - len(total["examples"])]
+    for src in out.values():
+        src["kept_fraction"] = round(src["kept"] / src["documents"], 6) if src["documents"] else 0.0
+        src["removed"] = dict(sorted(src["removed"].items()))
+    return dict(sorted(out.items()))
+
+
+def _most_removed_by(src: dict) -> tuple[str, int, str]:
+    """(filter, documents it removed, its most frequent reason) of the filter that removed most of a source."""
+    by_filter: Counter = Counter()
+    for reason, n in src["removed"].items():
+        by_filter[reason.split("/", 1)[0]] += n
+    name, n = max(by_filter.items(), key=lambda item: (item[1], item[0]))
+    reasons = {r.split("/", 1)[1]: c for r, c in src["removed"].items() if r.split("/", 1)[0] == name}
+    return name, n, max(reasons.items(), key=lambda item: (item[1], item[0]))[0]
+
+
+def _guard(config: FilterConfig, stats: dict, sources: dict[str, dict]) -> None:
+    """Refuse to publish when a source keeps less than `min_kept_fraction` (or nothing is kept), with the evidence."""
+    where = join(config.output_path, GUARD_REPORT)
+    limit = config.min_kept_fraction
+    if limit is None:
+        delete(where)
+        return
+    over = {
+        name: src
+        for name, src in sources.items()
+        if src["kept"] < limit * src["documents"] and (src["documents"] >= GUARD_MIN_DOCUMENTS or stats["kept"] == 0)
+    }
+    if not over:
+        delete(where)  # a refused earlier attempt's report, now answered
+        return
+    write_json(where, {"min_kept_fraction": limit, "sources": sources, "under_the_limit": sorted(over)})
+    for name, src in over.items():
+        for ex in src["examples"]:
+            logger.error("filter guard: source %r: removed %s (%s): %r", name, ex["id"], ex["reason"], ex["text"][:200])
+    name, src = min(over.items(), key=lambda item: (item[1]["kept_fraction"], item[0]))
+    flt, n, why = _most_removed_by(src)
+    examples = "; ".join(f"{ex['id']!r} ({ex['reason']}): {ex['text'][:80]!r}" for ex in src["examples"])
+    raise FilterWipeoutError(
+        f"filter: source {name!r} would keep {src['kept_fraction']:.1%} of its documents ({src['kept']} of "
+        f"{src['documents']}), under FilterConfig.min_kept_fraction={limit}"
+        + (f" (and {len(over) - 1} more source(s))" if len(over) > 1 else "")
+        + f"; {flt} removed most of it ({n} documents, mostly {why}). Removed, for example: {examples}. "
+        f"Nothing is published; every source's counts and examples are in {where}. If this is intended, lower "
+        "min_kept_fraction (or set it to None) and rerun with --force_run_failed."
+    )

@@ -367,6 +367,10 @@ class GcsBackend(Backend):
             generation = meta["generation"]
         return VersionedBytes(body, str(generation))
 
+    def current_version(self, path: str) -> str | None:
+        meta = _metadata(path)  # the object's metadata only, not its bytes
+        return None if meta is None else str(meta["generation"])
+
     def create_if_absent(self, path: str, data: bytes) -> str | None:
         return _upload(path, data, "0")
 

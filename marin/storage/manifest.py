@@ -53,13 +53,14 @@ def _sha256_object(path: str, size: int) -> tuple[int, str]:
 
 
 def _list_local(root: str) -> list[str]:
-    """Relative paths of every file under a local root, except the executor's own bookkeeping."""
+    """Relative paths of every file under a local root, except the executor's own bookkeeping and writes in
+    progress (`is_bookkeeping`, as on a bucket; a step's publication refuses `.tmp-*` names, see staging)."""
     rels: list[str] = []
     base = strip_protocol(root)
     for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if not d.startswith(EXECUTOR_FILE_PREFIX)]
+        dirnames[:] = [d for d in dirnames if not d.startswith((EXECUTOR_FILE_PREFIX, ".tmp-"))]
         for name in filenames:
-            if name.startswith(EXECUTOR_FILE_PREFIX) or name.startswith(".tmp-"):
+            if name.startswith((EXECUTOR_FILE_PREFIX, ".tmp-")):
                 continue
             if not os.path.isfile(os.path.join(dirpath, name)):
                 continue  # a dangling symlink or a socket: nothing to hash

@@ -312,6 +312,10 @@ class S3Backend(Backend):
 
         return with_retries(get, what=f"read {path}")
 
+    def current_version(self, path: str) -> str | None:
+        head = _head(path)  # the object's metadata only, not its bytes
+        return None if head is None else head["ETag"]
+
     def create_if_absent(self, path: str, data: bytes) -> str | None:
         return _put(path, data, IfNoneMatch="*")
 

@@ -16,12 +16,20 @@ nobody publishes. The executor files a runner publishes (`.executor_info`, the s
 written into its folder *before* its last lease check, so after that check it only moves. (One folder
 per attempt, no sub-folders of its own: creating and removing folders is what costs most locally.)
 
+Names starting with `.tmp-` are reserved for writes in progress (marin.storage writes a file under such a
+name, then renames it into place). A complete output never holds one: publication fails naming every
+`.tmp-*` file or folder it finds (`TemporaryNamesError`), whether the step named a file so or a writer
+died before renaming its file, rather than leave it out of the output or its manifest; and an attempt
+adopting an earlier one's files leaves that attempt's `.tmp-*` files behind, with a warning naming them
+(a writer that was cut off never finished them, so nothing resumes from them).
+
 `published_path` maps a path inside a staging folder to where it will be published, for what a step
 records about itself (relative paths in its outputs, a run id made of its folder's name).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -36,9 +44,22 @@ from marin.storage.layout import is_bookkeeping as _is_bookkeeping
 from marin.storage.paths import is_local, join, strip_protocol
 from marin.storage.paths import published_path as published_path  # re-exported: steps import it from here
 
+logger = logging.getLogger(__name__)
+
+TEMP_PREFIX = ".tmp-"
+"""Names of writes in progress: never part of a published output."""
+
 
 class Fenced(RuntimeError):
     """A move out of a staging folder found its source gone: another runner took the step over."""
+
+
+class TemporaryNamesError(ValueError):
+    """A step's output holds files or folders named `.tmp-*` (reserved for writes in progress); nothing is published."""
+
+
+def _temporary(rel: str) -> bool:
+    return any(part.startswith(TEMP_PREFIX) for part in rel.split("/"))
 
 
 def staging_path(output_path: str, attempt: str) -> str:
@@ -52,7 +73,7 @@ def attempts(output_path: str) -> list[str]:
 
 
 def _is_output(name: str) -> bool:
-    return not name.startswith(EXECUTOR_FILE_PREFIX) and not name.startswith(".tmp-")
+    return not name.startswith(EXECUTOR_FILE_PREFIX) and not name.startswith(TEMP_PREFIX)
 
 
 def adopt(previous: str, target: str) -> None:
@@ -63,17 +84,60 @@ def adopt(previous: str, target: str) -> None:
     SUCCESS; copied, its writes land in inodes nobody publishes (and that are gone with its folder).
     Locally the copy is made by the kernel (`shutil.copy2`); on a bucket a server-side copy per object.
     """
+    left: list[str] = []
     if is_local(previous):
         src, dst = strip_protocol(previous), strip_protocol(target)
         shutil.rmtree(dst, ignore_errors=True)
+
+        def ignore(folder: str, names: list[str]) -> set[str]:
+            temps = {n for n in names if n.startswith(TEMP_PREFIX)}
+            left.extend(os.path.relpath(os.path.join(folder, n), src) for n in sorted(temps))
+            return _not_adopted(folder, names) | temps
+
         shutil.copytree(
-            src, dst, symlinks=True, ignore=_not_adopted, ignore_dangling_symlinks=True, copy_function=_copy_if_there
+            src, dst, symlinks=True, ignore=ignore, ignore_dangling_symlinks=True, copy_function=_copy_if_there
         )
     else:
         store = backend_for(previous)
         names = [rel for rel, _ in store.list_files(previous) if not _not_resumed(rel)]
+        left = [rel for rel in names if _temporary(rel)]
+        names = [rel for rel in names if not _temporary(rel)]
         _parallel(lambda rel: store.copy(join(previous, rel), join(target, rel)), names)
+    if left:
+        logger.warning(
+            "not resumed from %s: %s (writes in progress of a runner that was cut off)", previous, _listed(left)
+        )
     discard(previous)
+
+
+def _listed(rels: list[str], limit: int = 10) -> str:
+    return ", ".join(rels[:limit]) + (f" and {len(rels) - limit} more" if len(rels) > limit else "")
+
+
+def _refuse_temporary(staging: str, rels: list[str]) -> None:
+    if rels:
+        raise TemporaryNamesError(
+            f"the step's output holds {len(rels)} file(s) or folder(s) named {TEMP_PREFIX}*: {_listed(sorted(rels))} "
+            f"(in {staging}). Names starting with {TEMP_PREFIX} are reserved for writes in progress and are never "
+            "published: rename them, or delete them before the step returns (a writer that died mid-write leaves "
+            "one too; the next attempt does not resume from it)."
+        )
+
+
+def _temporary_local(root: str) -> list[str]:
+    """Relative paths of the `.tmp-*` files and folders under a local staging folder (not its executor files)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        top = dirpath == root
+        for name in filenames + dirnames:
+            if name.startswith(TEMP_PREFIX):
+                found.append(os.path.relpath(os.path.join(dirpath, name), root))
+        dirnames[:] = [
+            d
+            for d in dirnames
+            if not d.startswith(TEMP_PREFIX) and not (top and (d == TRASH or d.startswith(EXECUTOR_FILE_PREFIX)))
+        ]
+    return found
 
 
 def _not_resumed(rel: str) -> bool:
@@ -173,6 +237,7 @@ def prepare_publication(staging: str, output_path: str) -> Publication:
     """
     if is_local(staging):
         src, dst = strip_protocol(staging), strip_protocol(output_path)
+        _refuse_temporary(staging, _temporary_local(src))
         if FSYNC:
             fsync_tree(src)
         outputs = sorted(n for n in os.listdir(src) if _is_output(n))
@@ -181,7 +246,9 @@ def prepare_publication(staging: str, output_path: str) -> Publication:
             os.makedirs(os.path.join(src, TRASH), exist_ok=True)
         return Publication(staging, output_path, outputs, stale)
     store = backend_for(staging)
-    outputs = sorted(rel for rel, _ in store.list_files(staging) if not _is_bookkeeping(rel))
+    listed = [rel for rel, _ in store.list_files(staging)]
+    _refuse_temporary(staging, [rel for rel in listed if _temporary(rel) and not _not_resumed(rel)])
+    outputs = sorted(rel for rel in listed if not _is_bookkeeping(rel))
     wanted = set(outputs)
     stale = sorted(
         (rel, version)

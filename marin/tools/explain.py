@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from marin.execution.earlier_outputs import diff_versions, earlier_outputs
+from marin.execution.earlier_outputs import diff_versions, earlier_outputs, show_value
 from marin.execution.planning import PlannedStep
 from marin.execution.status import read_status
 
@@ -35,14 +35,15 @@ def explain_step(planned: PlannedStep, prefix: str) -> str:
     if not others:
         lines.append(f"no other output of {planned.name!r} under {prefix}: nothing to compare with")
         return "\n".join(lines)
+    config = getattr(planned, "config", None) or planned.step.config
     nearest = min(others, key=lambda o: (len(diff_versions(o.version, planned.version)), o.output_path))
-    diffs = diff_versions(nearest.version, planned.version)
+    diffs = diff_versions(nearest.version, planned.version, config)
     lines.append(
         f"nearest existing output: {nearest.output_path} ({nearest.state or 'not run'}); {len(diffs)} field(s) differ:"
     )
     deps_by_identity = {d.identity: d for d in planned.dependencies + planned.pseudo_dependencies}
     for d in diffs:
-        lines.append(f"  {d.field}: {json.dumps(d.old, sort_keys=True)} -> {json.dumps(d.new, sort_keys=True)}")
+        lines.append(f"  {d.field}: {show_value(d.old)} -> {show_value(d.new)}")
         if d.field.startswith(("dependencies", "pseudo_dependencies")) and d.new in deps_by_identity:
             dep = deps_by_identity[d.new]
             lines.append(f"    upstream step {dep.name!r} has a new hash; `marin explain SCRIPT {dep.name}` says why")

@@ -50,11 +50,35 @@ def print_status(prefix: str, file=None) -> int:
         steps = record["steps"]
         outputs = [join(prefix, s["relative_output_path"]) for s in steps]
         states = read_statuses(outputs)
+        shown = [(s, "") if s else _unfinished(step, o) for step, o, s in zip(steps, outputs, states, strict=True)]
         counts: dict[str, int] = {}
-        for state in states:
-            counts[state or "not run"] = counts.get(state or "not run", 0) + 1
+        for label, _ in shown:
+            counts[label] = counts.get(label, 0) + 1
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         print(f"{relative_to(path, prefix)}  ({record.get('created', '?')}, {summary})", file=file)
-        for step, state in zip(steps, states, strict=True):
-            print(f"  {state or 'not run':<10} {step['relative_output_path']}", file=file)
+        for step, (label, note) in zip(steps, shown, strict=True):
+            print(f"  {label:<10} {step['relative_output_path']}{note}", file=file)
     return 0
+
+
+def _unfinished(step: dict, output: str) -> tuple[str, str]:
+    """How a step without a state reads: `not run`, or `interrupted` when an attempt left its folder, with a
+    training's progress (`at step 60 of 300; a rerun resumes from the checkpoint of step 50`)."""
+    from marin.storage.staging import attempts
+
+    if not attempts(output):
+        return "not run", ""
+    config = step.get("config") if isinstance(step.get("config"), dict) else {}
+    total = config.get("num_train_steps")
+    if not isinstance(total, int):
+        return "interrupted", "  (an attempt was stopped before it finished; a rerun resumes it)"
+    from marin.training.checkpoints import unfinished_training
+
+    logged, resume = unfinished_training(output) or (None, None)
+    at = f"at step {logged} of {total}" if logged is not None else f"before its first step of {total}"
+    then = (
+        f"a rerun resumes from the checkpoint of step {resume}"
+        if resume is not None
+        else ("no checkpoint yet: a rerun starts again from step 0")
+    )
+    return "interrupted", f"  ({at}; {then})"

@@ -52,6 +52,9 @@ class StepComparison:
     close: dict[str, float] = field(default_factory=dict)
     """The values (tensors, metrics, JSON numbers) within tolerance but not identical, with their largest
     difference."""
+    not_compared: dict[str, str] = field(default_factory=dict)
+    """The volatile files left out of the comparison, each with what their bytes did (`same bytes`,
+    `bytes differ`, `only in A`, `only in B`); `--show_volatile` lists them."""
 
 
 def record_location(path: str) -> str:
@@ -282,6 +285,7 @@ def _compare_outputs(
     metrics = [
         p for p in metrics if any(f["path"] == p for f in ma["files"]) and any(f["path"] == p for f in mb["files"])
     ]
+    cmp.not_compared = _not_compared(volatile - set(metrics), ma, mb)
     for path in metrics:
         close: dict[str, float] = {}
         why = metrics_difference(read_bytes(join(oa, path)), read_bytes(join(ob, path)), rtol, atol, close)
@@ -310,6 +314,22 @@ def _compare_outputs(
         )
 
 
+def _not_compared(paths: set[str], ma: dict, mb: dict) -> dict[str, str]:
+    """What each volatile file left out did between A and B, by its manifests' sizes and digests."""
+    files_a = {f["path"]: f for f in ma["files"]}
+    files_b = {f["path"]: f for f in mb["files"]}
+    found = {}
+    for path in sorted(paths):
+        fa, fb = files_a.get(path), files_b.get(path)
+        if fa is None or fb is None:
+            found[path] = f"only in {'B' if fa is None else 'A'}"
+        elif fa["sha256"] == fb["sha256"]:
+            found[path] = "same bytes"
+        else:
+            found[path] = f"bytes differ ({fa['size']} vs {fb['size']} bytes)"
+    return found
+
+
 SHOWN_CLOSE = 10
 """Tensors within tolerance listed under a close step, the largest differences first."""
 
@@ -322,7 +342,10 @@ def verify_main(
     rehash: bool = True,
     rtol: float = DEFAULT_RTOL,
     atol: float = DEFAULT_ATOL,
+    show_volatile: bool = False,
 ) -> int:
+    """Prints the comparison of two runs and returns the exit status (module docstring); `show_volatile`
+    lists, under each step, the volatile files that were not compared and what their bytes did."""
     file = file or sys.stdout
     try:
         a_path, b_path = resolve_pair(a, b)
@@ -342,6 +365,9 @@ def verify_main(
             print(f"               max |A-B| {diff:.3g}  {name}", file=file)
         if len(largest) > SHOWN_CLOSE:
             print(f"               ... and {len(largest) - SHOWN_CLOSE} more within tolerance", file=file)
+        if show_volatile:
+            for path, what in c.not_compared.items():
+                print(f"               not compared (volatile): {path}  {what}", file=file)
     differs = [c for c in comparisons if c.verdict == "differs"]
     missing = [c for c in comparisons if c.verdict == "missing"]
     close = [c for c in comparisons if c.verdict == "close"]
@@ -353,6 +379,9 @@ def verify_main(
         listed = ", ".join(f"{c.name} ({'; '.join(c.details)})" for c in missing[:10])
         more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
         print(f"{'' if differs else 'no step differs; '}missing: {listed}{more}", file=file)
+    hidden = sum(len(c.not_compared) for c in comparisons)
+    if hidden and not show_volatile:
+        print(f"{hidden} volatile file(s) not compared; --show_volatile names them", file=file)
     if differs or missing:
         return 1
     if close:

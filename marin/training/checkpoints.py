@@ -122,3 +122,20 @@ def resolve_checkpoint(path: str) -> str:
 def train_output_of(checkpoint: str) -> str:
     """The train step's output folder that holds `checkpoint` (`<out>/checkpoints/step-N`)."""
     return checkpoint.rstrip("/").rsplit("/", 2)[0]
+
+
+def unfinished_training(train_output: str) -> tuple[int | None, int | None] | None:
+    """Where a train step that has not finished stands, from its latest attempt's staging folder: (the last
+    step whose metrics line was written, None when none was; the checkpoint step a rerun resumes from, None
+    when it starts again from step 0). None when no attempt has left a folder. The resume point is what the
+    train step picks on its rerun: the latest complete checkpoint that its metrics reach."""
+    from marin.storage.staging import attempts, staging_path
+    from marin.training.metrics import last_logged_step
+
+    names = attempts(train_output)
+    if not names:
+        return None
+    staged = staging_path(train_output, names[-1])
+    logged = last_logged_step(posixpath.join(staged, "metrics.jsonl"))
+    steps = [step for step, _ in _complete_checkpoints(staged) if logged is None or step <= logged]
+    return (None if logged is None or logged < 0 else logged), (steps[-1] if steps else None)

@@ -9,9 +9,17 @@ the forward pass (the backward pass costs two). `6·N·D`, the usual shorthand w
 reported beside it: the two part where the embeddings (counted by 6·N·D, not multiplied by) or the
 attention (multiplied, not counted by 6·N·D) weigh much, which for the tutorial's tiny models they do.
 
+Two counts carry two labels, the same in `marin plan` and on the browser's pages: **FLOPs (model)** (the
+count above; `flops` in `cost.json`) and **FLOPs (6·N·D)** (`flops_6nd`; an evaluation's `results.json`
+`flops`, the leaderboard's x axis and the ladders' forecasts use it). Device time is estimated from FLOPs
+(model).
+
 Device time is FLOPs / (peak FLOP/s · MFU): `DEVICES` holds named devices' dense bf16 peaks (vendor
 figures), `DEFAULT_MFU` the model-FLOP utilisation assumed; both are shown beside every estimate and can be
 changed per call (`CostSettings`) or with `MARIN_MFU` and `MARIN_DEVICE_PEAKS` (JSON name -> FLOP/s).
+Once a step of the same kind has run on the same kind of device, its measurement replaces the assumption
+(`MeasuredThroughput`, from the `cost.json` files it wrote): a CPU core of this machine, say, ran the tutorial
+2.5 times slower than the assumed peak x MFU, and the next plan says so instead of repeating the guess.
 
 After a run, a train or evaluate step writes `cost.json` (`write_cost_record`): the estimate for the work it
 did, computed as `marin plan` computes it (same count, same device table, same MFU), beside what it measured:
@@ -155,20 +163,99 @@ def device_of(resources: dict, settings: CostSettings) -> tuple[str, float]:
     return "cpu-core", float(resources.get("cpu") or 1) * hosts
 
 
-def estimate(flops: float | None, resources: dict, settings: CostSettings) -> dict:
-    """Device-seconds and wall-clock hours of `flops` on the devices `resources` ask for."""
+@dataclass(frozen=True, kw_only=True)
+class MeasuredThroughput:
+    """What finished steps of one kind measured on one kind of device: an estimate's calibration."""
+
+    kind: Literal["train", "evaluate"]
+    """The kind of step measured."""
+    device: str
+    """The device name (a key of `DEVICES`) the measured steps ran on."""
+    flops_per_s: float
+    """Model FLOP/s per device over the work itself (a training's steps; an evaluation's whole run), the
+    median over the runs."""
+    overhead_s: float
+    """Wall-clock seconds a run spent around that work (start-up, compilation, export), the median."""
+    runs: tuple[str, ...]
+    """The output folders measured."""
+
+    @classmethod
+    def from_records(cls, records: list[tuple[str, dict]]) -> dict[tuple[str, str], MeasuredThroughput]:
+        """By (kind, device): the throughput that `(output folder, cost.json content)` pairs measured. A record
+        without a positive rate (nothing computed, an unknown token count) is left out."""
+        found: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+        for where, record in records:
+            kind, est, got = record.get("kind"), record.get("estimate"), record.get("measured")
+            if kind not in ("train", "evaluate") or not isinstance(est, dict) or not isinstance(got, dict):
+                continue
+            step_s, wall_s = _positive(got.get("step_seconds")), _positive(got.get("wall_seconds"))
+            rate = _positive(got.get("step_flops_per_s")) if step_s else _positive(got.get("realised_flops_per_s"))
+            if rate is None or wall_s is None or not isinstance(est.get("device"), str):
+                continue
+            overhead = max(0.0, wall_s - step_s) if step_s else 0.0
+            found.setdefault((kind, est["device"]), []).append((where, rate, overhead))
+        return {
+            (kind, device): cls(
+                kind=kind,
+                device=device,
+                flops_per_s=_median([rate for _, rate, _ in runs]),
+                overhead_s=_median([overhead for _, _, overhead in runs]),
+                runs=tuple(sorted(where for where, _, _ in runs)),
+            )
+            for (kind, device), runs in found.items()
+        }
+
+
+def _positive(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def estimate(
+    flops: float | None, resources: dict, settings: CostSettings, measured: MeasuredThroughput | None = None
+) -> dict:
+    """Device-seconds and wall-clock hours of `flops` on the devices `resources` ask for: at the assumed peak x
+    MFU (`basis` "peak x MFU"), or, given a `measured` throughput of that device, at the measured rate plus the
+    measured overhead of a run (`basis` "measured")."""
     device, count = device_of(resources, settings)
     peak = settings.devices[device]
-    seconds = None if flops is None else flops / (peak * settings.mfu)
+    if flops is None:
+        seconds = None
+    elif measured is not None and measured.device == device:
+        seconds = (measured.overhead_s + flops / (measured.flops_per_s * max(count, 1e-9))) * count
+    else:
+        seconds = flops / (peak * settings.mfu)
+    calibrated = measured is not None and measured.device == device
     return {
         "device": device,
         "devices": count,
         "peak_flops_per_s": peak,
         "mfu": settings.mfu,
+        "basis": "measured" if calibrated else "peak x MFU",
         "device_seconds": seconds,
         "device_hours": None if seconds is None else seconds / 3600,
         "wall_hours": None if seconds is None else seconds / 3600 / max(count, 1e-9),
     }
+
+
+def duration_words(seconds: float | None) -> str:
+    """Seconds as a person reads them: `850 ms`, `4.4 s`, `2 min 5 s`, `3 h 10 min`, `4 d 2 h`; `?` for None."""
+    if seconds is None:
+        return "?"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    if seconds < 48 * 3600:
+        return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60)} min"
+    return f"{int(seconds // 86400)} d {int(seconds % 86400 // 3600)} h"
 
 
 def realised(estimated: dict, flops: float | None, device_seconds: float) -> dict:

@@ -80,6 +80,20 @@
     box.addEventListener("change", function () { table.classList.toggle("only-diff", box.checked); });
   });
 
+  // The runs table's "compare selected": exactly two ticked runs of one root open the compare page.
+  document.querySelectorAll("form[data-compare]").forEach(function (form) {
+    const msg = form.querySelector(".compare-msg");
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      const picked = Array.from(form.querySelectorAll("input[name=a]:checked"));
+      if (picked.length !== 2) { msg.textContent = "tick two runs to compare (" + picked.length + " ticked)"; return; }
+      const root = picked[0].getAttribute("data-root");
+      if (picked[1].getAttribute("data-root") !== root) { msg.textContent = "these runs are in different labs"; return; }
+      const q = new URLSearchParams({ a: picked[0].value, b: picked[1].value });
+      window.location.href = "/compare/" + root + "?" + q.toString();
+    });
+  });
+
   document.querySelectorAll("pre.log[data-follow='1']").forEach(function (pre) {
     const box = document.querySelector("[data-follow]");
     let offset = parseInt(pre.getAttribute("data-offset"), 10) || 0;
