@@ -7,62 +7,35 @@ executor what to do with a field:
     output_path_of(data, "x.jsonl")  an input: a dependency on another step, filled with its path
     this_output_path()               filled with this step's own output folder
 
-In a config that declares its fields (a `marin.stepkit.config.StepConfig`, as every config of the step
+In a config that declares its fields (a `marin.config.StepConfig`, as every config of the step
 library is), every field not declared unversioned is part of the hash without a marker, plain input
 paths included; in any other dataclass, unmarked fields are passed through untouched and do not affect
 the hash. Before calling `fn(config)` the executor replaces every marker by a plain value, so a step
 function never sees these types and can be called without the executor at all.
+
+What a config is (its parts, the markers, which values are versioned, its canonical form and typed
+encoding) is `marin.config`'s; this module adds the step and its resources, and re-exports the markers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from marin.stepkit.config import KEEP, OutputName, Placeholder, map_nodes
+from marin.config.markers import (
+    THIS_OUTPUT_PATH,
+    InputName,
+    OutputName,
+    ResolvedPath,
+    StepNode,
+    VersionedValue,
+    this_output_path,
+    versioned,
+)
+from marin.config.walk import rebase
 from marin.stepkit.sharding import ShardResources
-from marin.storage.paths import join
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class VersionedValue(Placeholder, Generic[T]):
-    """A config value that takes part in the step's hash."""
-
-    value: T
-
-    def standin(self) -> T:
-        return self.value
-
-
-def versioned(value: T) -> T:
-    """Marks `value` as part of the step's identity: changing it changes the output path."""
-    if isinstance(value, VersionedValue | InputName | OutputName):
-        raise TypeError(f"versioned() takes a plain value, not {type(value).__name__}")
-    return VersionedValue(value)  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class InputName(Placeholder):
-    """The output path of another step (or a file under it): a dependency."""
-
-    step: ExecutorStep
-    """The step whose output this refers to."""
-    name: str | None = None
-    """A sub-path under that step's output folder, or None for the folder itself."""
-    block_on_step: bool = True
-    """False: part of the hash, but this step does not wait for that one (e.g. eval while training)."""
-
-    def nonblocking(self) -> InputName:
-        """The same input without waiting for the step to finish."""
-        return InputName(self.step, self.name, block_on_step=False)
-
-    def cd(self, name: str) -> InputName:
-        """A path further below this one."""
-        sub = name if self.name is None else f"{self.name.rstrip('/')}/{name}"
-        return InputName(self.step, sub, self.block_on_step)
 
 
 def output_path_of(step: ExecutorStep, name: str | None = None) -> InputName:
@@ -70,64 +43,6 @@ def output_path_of(step: ExecutorStep, name: str | None = None) -> InputName:
     if not isinstance(step, ExecutorStep):
         raise TypeError(f"output_path_of() takes an ExecutorStep, got {type(step).__name__}: {step!r:.80}")
     return InputName(step, name)
-
-
-def this_output_path(name: str | None = None) -> Any:
-    """Filled with the running step's output folder (or `name` inside it)."""
-    return OutputName(name)
-
-
-THIS_OUTPUT_PATH: Any = OutputName(None)
-"""A default for `output_path` fields: `output_path: str = THIS_OUTPUT_PATH`."""
-
-
-class ResolvedPath(str):
-    """A marker's path as a plain str that remembers the folder it was joined to (`base`) and the sub-path
-    (`name`): an attempt moves its own output and inputs read from elsewhere (`rebase`) without resolving
-    the config again."""
-
-    base: str
-    name: str | None
-
-
-def _resolved(base: str, name: str | None) -> ResolvedPath:
-    path = ResolvedPath(join(base, name) if name else base)
-    path.base, path.name = base, name
-    return path
-
-
-def resolve_markers(config: Any, input_path: Callable[[InputName], str], own_output: str) -> Any:
-    """`config` with `versioned(x)` replaced by x, `output_path_of(step, sub)` by `input_path(marker)` joined
-    with `sub`, and `this_output_path(sub)` by `own_output` joined with `sub` (paths as `ResolvedPath`s)."""
-
-    def resolve(value: Any) -> Any:
-        cls = type(value)
-        if cls is VersionedValue:
-            return value.value
-        if cls is InputName:
-            return _resolved(input_path(value), value.name)
-        if cls is OutputName:
-            return _resolved(own_output, value.name)
-        return KEEP
-
-    return map_nodes(config, resolve)
-
-
-def rebase(config: Any, moves: dict[str, str], own_output: str) -> Any:
-    """`config` with every path resolved from a folder in `moves` (a `ResolvedPath`) joined to the folder it
-    maps to instead, as plain strs, and any `this_output_path()` marker left filled with `own_output`: an
-    attempt's config, from the one its step was planned with."""
-
-    def move(value: Any) -> Any:
-        cls = type(value)
-        if cls is ResolvedPath:
-            base = moves.get(value.base, value.base)
-            return join(base, value.name) if value.name else base
-        if cls is OutputName:
-            return join(own_output, value.name) if value.name else own_output
-        return KEEP
-
-    return map_nodes(config, move)
 
 
 PLACEMENTS = ("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK")
@@ -191,7 +106,7 @@ def canonical_accelerator(name: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class ExecutorStep(Generic[T]):
+class ExecutorStep(StepNode, Generic[T]):
     """One node of an experiment: `fn(config)` writes into this step's output folder.
 
     Steps compare by identity; two steps with equal versions are merged by the executor.
@@ -223,3 +138,19 @@ class ExecutorStep(Generic[T]):
 
     def __repr__(self) -> str:
         return f"ExecutorStep({self.name!r})"
+
+
+__all__ = [
+    "THIS_OUTPUT_PATH",
+    "ExecutorStep",
+    "InputName",
+    "OutputName",
+    "ResolvedPath",
+    "ResourceConfig",
+    "VersionedValue",
+    "canonical_accelerator",
+    "output_path_of",
+    "rebase",
+    "this_output_path",
+    "versioned",
+]

@@ -21,10 +21,10 @@ import dataclasses
 import functools
 from typing import Any
 
-from marin.execution.authoring import InputName, VersionedValue
+from marin.config.markers import InputName, OutputName, VersionedValue
+from marin.config.walk import ConfigScan
 from marin.provenance.redaction import credential_env_name, credential_name, is_placeholder, shapes_in
 from marin.provenance.redaction import strip_userinfo as _strip_text
-from marin.stepkit.config import OutputName
 
 
 @functools.cache
@@ -111,16 +111,18 @@ def strip_userinfo(value: Any) -> Any:
     return value
 
 
-def checked_scan(step: Any, scan: tuple[dict, list], error: type[Exception] = ValueError) -> tuple[dict, list]:
-    """Planning's scan of `step` (versioned values by field path, inputs), refused with `error` (planning's
-    PlanError) naming each credential its config or resources hold; URL user-info is removed from the
-    versioned values."""
-    found = credential_fields(step.config) + credential_env(step.resources)
-    if found:
+def checked_scan(step: Any, found: ConfigScan, error: type[Exception] = ValueError) -> ConfigScan:
+    """Planning's scan of `step` (`marin.config.walk.scan`), refused with `error` (planning's PlanError) naming
+    each credential its config or resources hold; URL user-info is removed from its versioned values."""
+    problems = credential_fields(step.config) + credential_env(step.resources)
+    if problems:
         raise error(
-            f"step {step.name!r}: the config would publish a credential: {'; '.join(found)}. A config is stored "
+            f"step {step.name!r}: the config would publish a credential: {'; '.join(problems)}. A config is stored "
             "in the experiment record and .executor_info; pass the credential through the environment instead "
             "(the step reads os.environ; a Ray cluster's workers get the environment it was started with)"
         )
-    versioned, inputs = scan
-    return {path: strip_userinfo(v) for path, v in versioned.items()}, inputs
+    versioned = found.versioned
+    for path, value in versioned.items():
+        if type(value) is not str or "@" in value:
+            versioned[path] = strip_userinfo(value)
+    return found

@@ -16,34 +16,28 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
 from marin.execution.authoring import ExecutorStep
-from marin.execution.document_counts import kept_removed_notes
-from marin.execution.failure_logs import last_error_line, latest_log
 from marin.execution.input_check import check_inputs
-from marin.execution.input_fingerprints import changed_input_lines, with_input_fingerprints
-from marin.execution.interrupts import LEFT_FOR_RERUN, sigterm_interrupts_the_run
-from marin.execution.plan_reports import plan_report_lines
-from marin.execution.planning import Plan, PlannedStep, instantiate_config, plan_steps
-from marin.execution.provenance import dump_json, run_provenance, who
-from marin.execution.records import experiment_hash, experiment_record, step_info, utc_now
-from marin.execution.reuse import CacheFrom, plan_reuse, read_references
-from marin.execution.run_result import RunResult
+from marin.execution.planning import Plan, PlannedStep, instantiate_config, paused_gc, plan_steps
 from marin.execution.status import Action, Outcome, action_for, read_infos, read_statuses
-from marin.execution.step_runner import StepOutcome, StepTask, mark_dep_failed
-from marin.provenance.redaction import redact_value
-from marin.provenance.references import code_fingerprint, script_path
 from marin.storage import append_line, create_if_absent, exists, join
 from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeout_s, runs_file
+
+if TYPE_CHECKING:
+    from marin.execution.reuse import CacheFrom
+    from marin.execution.run_result import RunResult
+    from marin.execution.step_runner import StepOutcome, StepTask
+
+# What only a run needs (records, provenance, leases, attempts, the step runner) is imported where it is used:
+# `Executor.plan` and a dry run load none of it (a plan of 1,000 steps took longer to import it than to plan).
 
 logger = logging.getLogger(__name__)
 
@@ -125,10 +119,20 @@ class Executor:
         main_file = getattr(sys.modules.get("__main__"), "__file__", None)
         stem = os.path.splitext(os.path.basename(main_file))[0] if main_file else "experiment"
         self.experiment_name = experiment_name or stem
-        self.script = script if script is not None or not main_file else script_path("__main__")
+        self._script = script
+        self._script_of_main = script is None and bool(main_file)
         self.record_extra = record_extra or {}
         self.cache_from = cache_from
         self.allow_credentials_in_patch = allow_credentials_in_patch
+
+    @property
+    def script(self) -> str | None:
+        """The experiment script as the record names it (by default `__main__`'s, found when first needed)."""
+        if self._script_of_main:
+            from marin.provenance.references import script_path
+
+            self._script, self._script_of_main = script_path("__main__"), False
+        return self._script
 
     def plan(self, steps: Sequence[ExecutorStep]) -> dict[ExecutorStep, str]:
         """Every reachable step's output path. No I/O: configs are instantiated and validated (a bad value
@@ -145,6 +149,8 @@ class Executor:
         return plan_steps(steps, self.prefix)
 
     def record_path(self, plan: Plan) -> str:
+        from marin.execution.records import experiment_hash
+
         return join(self.prefix, "experiments", f"{self.experiment_name}-{experiment_hash(plan)}.json")
 
     def decide(
@@ -174,6 +180,8 @@ class Executor:
             new_reasons = new_hash_reasons([p for p, s in zip(selected, states, strict=True) if s is None], self.prefix)
         fingerprints: dict[PlannedStep, str | None] = {}
         if check_code or rerun_code_changed:
+            from marin.provenance.references import code_fingerprint
+
             done = [p for p, s in zip(selected, states, strict=True) if s == State.SUCCESS]
             fingerprints = recorded_fingerprints(done, every=rerun_code_changed or check_code == "every")
 
@@ -190,6 +198,8 @@ class Executor:
             d.reason = _reason(state, d.action, d.code_changed, new_reasons.get(planned))
             decisions.append(d)
         if self.cache_from is not None:
+            from marin.execution.reuse import plan_reuse
+
             candidates = [d for d in decisions if act(d, reusable=True) is Action.REUSE]
             reusable = plan_reuse(candidates, plan, self.cache_from)
             for d in candidates:
@@ -205,20 +215,29 @@ class Executor:
         rerun_code_changed: bool = False,
     ) -> RunResult:
         """Runs what is missing; returns every step's output path, the record and the outcomes; raises on failures."""
+        import uuid
+
+        from marin.execution.attempts import sweep_dead_runs
+        from marin.execution.interrupts import sigterm_interrupts_the_run
+        from marin.execution.provenance import run_provenance
+        from marin.execution.records import utc_now
+        from marin.execution.run_result import RunResult
+
         lease_heartbeat_s(), lease_timeout_s()  # a bad MARIN_LEASE_* setting fails before the run
-        plan = plan_steps(steps, self.prefix)
-        decisions = self.decide(
-            plan,
-            run_only,
-            force_run_failed,
-            rerun_code_changed,
-            check_code="every" if dry_run else "sample",
-            explain_new=dry_run,
-        )
-        check_inputs(steps_to_run(decisions))
-        if dry_run:
-            print_plan(decisions, self.prefix)
-            return RunResult(plan.output_paths())
+        with paused_gc():
+            plan = plan_steps(steps, self.prefix)
+            decisions = self.decide(
+                plan,
+                run_only,
+                force_run_failed,
+                rerun_code_changed,
+                check_code="every" if dry_run else "sample",
+                explain_new=dry_run,
+            )
+            check_inputs(steps_to_run(decisions))
+            if dry_run:
+                print_plan(decisions, self.prefix)
+                return RunResult(plan.output_paths())
         changed = [d.planned.name for d in decisions if d.code_changed and d.action is Action.SKIP]
         if changed:
             logger.warning(
@@ -268,12 +287,19 @@ class Executor:
 
     def _write_record(self, plan: Plan, record_path: str, run: dict) -> None:
         """Writes the experiment record unless another runner wrote it first (it is never rewritten)."""
+        from marin.execution.provenance import dump_json
+        from marin.execution.records import experiment_record
+
         record = experiment_record(plan, self.experiment_name, self.script, self.description, run)
         record.update(self.record_extra)
         if create_if_absent(record_path, dump_json(record)) is not None:
             logger.info("experiment record: %s", record_path)
 
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
+        from marin.execution.provenance import who
+        from marin.execution.records import utc_now
+        from marin.provenance.redaction import redact_value
+
         identity = who()
         line = RunLine(
             run_id=run["run_id"],
@@ -313,6 +339,12 @@ class Executor:
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
     ) -> tuple[dict[PlannedStep, StepOutcome], bool]:
         """Every selected step's outcome, and whether Ctrl-C stopped the run."""
+        from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
+        from marin.execution.failure_logs import latest_log
+        from marin.execution.interrupts import LEFT_FOR_RERUN
+        from marin.execution.reuse import read_references
+        from marin.execution.step_runner import StepOutcome
+
         outcomes: dict[PlannedStep, StepOutcome] = {}
         pending: list[PlannedStep] = []
         for d in decisions:
@@ -397,6 +429,9 @@ class Executor:
         return outcomes, interrupted
 
     def _fail_downstream(self, failed: PlannedStep, dependents: dict, outcomes: dict, plan: Plan) -> None:
+        from marin.execution.records import step_info
+        from marin.execution.step_runner import StepOutcome, mark_dep_failed
+
         stack = list(dependents.get(failed, []))
         while stack:
             child = stack.pop()
@@ -412,6 +447,10 @@ class Executor:
     def _task(
         self, p: PlannedStep, plan: Plan, force_run_failed: bool, rerun: bool, run: dict, reuse: bool, references: dict
     ) -> StepTask:
+        from marin.execution.input_fingerprints import with_input_fingerprints
+        from marin.execution.records import step_info
+        from marin.execution.step_runner import StepTask
+
         resources = p.step.resources
         referenced = {d.output_path: references[d.step] for d in p.dependencies if d.step in references}
         config = instantiate_config(p, plan)
@@ -454,6 +493,8 @@ def recorded_fingerprints(done: list[PlannedStep], every: bool) -> dict[PlannedS
     this can miss: steps of one function that ran with different code, the one read matching today's;
     `marin plan` and `--rerun_code_changed` read them all.
     """
+    from marin.provenance.references import code_fingerprint
+
     if every:
         groups = [[p] for p in done]
     else:
@@ -505,6 +546,8 @@ def _ctrl_c_deferred(defer: bool):
     if not defer or threading.current_thread() is not threading.main_thread():
         yield
         return
+    import signal
+
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
@@ -514,6 +557,9 @@ def _ctrl_c_deferred(defer: bool):
 
 def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
     """The dry run's table: every step, what would happen, and why."""
+    from marin.execution.input_fingerprints import changed_input_lines
+    from marin.execution.plan_reports import plan_report_lines
+
     file = file or sys.stdout
     if len(decisions) <= 200:
         width = max((len(d.planned.relative_output_path) for d in decisions), default=10)
@@ -533,6 +579,8 @@ def print_plan(decisions: list[StepDecision], prefix: str, file=None) -> None:
 
 def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, record_path: str, file=None) -> None:
     """The end-of-run table: outcome, duration and output of each step, then where the record is."""
+    from marin.execution.document_counts import kept_removed_notes
+
     file = file or sys.stdout
     counts = Counter(outcomes[d.planned].status for d in decisions)
     show = (
@@ -563,6 +611,8 @@ def print_summary(plan: Plan, decisions: list[StepDecision], outcomes: dict, rec
 
 def print_failures(outcomes: list[tuple[PlannedStep, StepOutcome]], file=None, limit: int = 10) -> None:
     """For each FAILED step: its log and the log's last error line (what to read first, and where)."""
+    from marin.execution.failure_logs import last_error_line, latest_log
+
     file = file or sys.stdout
     failed = [(p, o) for p, o in outcomes if o.status == Outcome.FAILED]
     for p, o in failed[:limit]:

@@ -1,8 +1,9 @@
 """Plain input paths are checked before anything runs, so a typo fails in seconds, not after training.
 
-A config of the step library declares its inputs (`input_field` in marin/stepkit/config.py). An input
+A config of the step library declares its inputs (`input_field`, marin.config.declarations). An input
 that is another step's output is the executor's to produce; a plain path must already be there.
-`check_inputs` looks at every plain input of the steps a run is about to run (concurrently: one
+The walk that plans a step notes them (`ConfigScan.plain_inputs`); `check_inputs` looks at every plain
+input of the steps a run is about to run (concurrently: one
 existence check per path, a few more for `holds_any`), and raises one `MissingInputError` that
 lists each bad input by step and field:
 
@@ -17,14 +18,12 @@ https:// or hf:// source) are not checked: planning does not reach the outside w
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-from marin.execution.authoring import InputName, VersionedValue
+from marin.config.declarations import InputSpec
+from marin.config.walk import scan
 from marin.execution.planning import PlanError, PlannedStep
-from marin.stepkit.config import InputSpec, StepConfig, input_spec, items, walk
 from marin.storage import exists, join, protocol_of
 
 
@@ -32,35 +31,14 @@ class MissingInputError(PlanError):
     """Plain input paths that are absent or not what their field needs; the message names each step and field."""
 
 
-def plain_inputs(config: Any) -> list[tuple[str, InputSpec, str]]:
-    """(field path, spec, plain path) of every declared input of `config` that is not another step's output:
-    in its fields and in those of every `StepConfig` held by one (each walked as its own config)."""
-    found: list[tuple[str, InputSpec, str]] = []
-
-    def visit(path: str, f: dataclasses.Field | None, value: Any, rule: str) -> bool:
-        spec = input_spec(f) if f is not None else None
-        if spec is not None:
-            found.extend((where, spec, item) for where, item in _paths(value, path))
-        elif isinstance(value, StepConfig):
-            if f is None:
-                return True
-            walk(value, visit, path)
-        return False
-
-    walk(config, visit)
-    return found
-
-
-def _paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, VersionedValue):
-        value = value.value
-    if isinstance(value, str):
-        yield where, value
-    elif isinstance(value, dict | list | tuple):
-        for suffix, _, item in items(value):
-            yield from _paths(item, where + suffix)
-    elif value is not None and not isinstance(value, InputName):
-        raise PlanError(f"input {where}: expected a path (or a step's output), got {type(value).__name__}")
+def plain_inputs(config: object) -> list[tuple[str, InputSpec, str]]:
+    """(field path, spec, plain path) of every declared input of `config` that is not another step's output (in
+    its fields and in those of every `StepConfig` held by one): what the walk over it notes. For a planned step,
+    `planned.scan.plain_inputs` holds them already."""
+    found = scan(config)
+    if found.input_problem:
+        raise PlanError(found.input_problem)
+    return found.plain_inputs
 
 
 def _problem(spec: InputSpec, path: str) -> str | None:
@@ -80,7 +58,9 @@ def check_inputs(steps: Iterable[PlannedStep]) -> None:
     """Raise MissingInputError when a plain input of one of `steps` is absent or not what its field needs."""
     checks = []
     for planned in steps:
-        for where, spec, path in plain_inputs(planned.step.config):
+        if planned.scan.input_problem:
+            raise PlanError(f"step {planned.name!r}: {planned.scan.input_problem}")
+        for where, spec, path in planned.scan.plain_inputs:
             if protocol_of(path) not in spec.unchecked_schemes:
                 checks.append((planned.name, where, spec, path))
     if not checks:

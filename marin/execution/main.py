@@ -18,7 +18,6 @@ from dataclasses import dataclass, fields
 from typing import Literal
 
 from marin.execution.authoring import ExecutorStep
-from marin.execution.interrupts import interrupted_exit_code
 
 logger = logging.getLogger(__name__)
 
@@ -246,6 +245,8 @@ def executor_main(
     except ExecutorRunError:
         sys.exit(1)
     except KeyboardInterrupt:
+        from marin.execution.interrupts import interrupted_exit_code
+
         sys.exit(interrupted_exit_code())
     except (PlanError, ValueError, TypeError) as exc:
         if cfg.traceback:

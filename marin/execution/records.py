@@ -19,8 +19,8 @@ import dataclasses
 import datetime
 import hashlib
 
-from marin.execution.canonical import canonical_json
-from marin.execution.config_values import encode
+from marin.config.canonical import canonical_json
+from marin.config.values import encode
 from marin.execution.credential_check import strip_userinfo
 from marin.execution.planning import Plan, PlannedStep, instantiate_config
 from marin.execution.provenance import dump_json, run_provenance, who

@@ -156,9 +156,9 @@ def _direct_imports(file: str, package: str, stamp: tuple[int, int]) -> tuple[tu
     return tuple(sorted(found.items()))
 
 
-NOT_STEP_CODE = ("marin.execution", "marin.provenance", "marin.storage")
-"""Packages whose changes are not a step's code change: the executor (hashing, scheduling, records) and the
-storage and provenance layers under it are imported by every experiment, and following them would flag every output as
+NOT_STEP_CODE = ("marin.execution", "marin.config", "marin.provenance", "marin.storage")
+"""Packages whose changes are not a step's code change: the executor (hashing, scheduling, records), the
+config semantics it hashes and records with (marin.config), and the storage and provenance layers under it are imported by every experiment, and following them would flag every output as
 made by other code after any edit to the plumbing. The step library (marin.processing, marin.training,
 marin.stepkit.sharding, ...) is followed."""
 
