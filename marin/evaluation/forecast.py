@@ -70,6 +70,12 @@ class ForecastConfig(StepConfig):
     """Seed of the resampling."""
     max_interval_fraction: float = versioned_unless_default(0.1)
     """An interval wider than this fraction of the forecast marks the fit unconstrained (a note, not an error)."""
+    band_sigmas: float = versioned_unless_default(5.0)
+    """A rung further than this many noise units from what the other rungs predict for it is flagged off the
+    law (marin.evaluation.rung_check) and left out of the fit."""
+    drop_flagged: bool = versioned_unless_default(True)
+    """Fit the forecast to the rungs not flagged (the forecast with every rung is kept beside it); False fits
+    every rung and gives the forecast without the flagged ones beside it."""
 
     def validate(self) -> None:
         if len(self.evaluations) < 3:
@@ -258,11 +264,77 @@ def _rung(results: dict, config: ForecastConfig, where: str) -> float:
     return results["datasets"][config.dataset][config.metric]
 
 
+def _train_curve(evaluation: str, results: dict) -> list[float | None] | None:
+    """The training losses of the rung's train step (its `metrics.jsonl`), None where there is none; a
+    step whose loss was not finite (metrics.jsonl leaves it out) is None."""
+    train_output = results.get("train_output")
+    if not isinstance(train_output, str):
+        return None
+    from marin.storage import read_text
+
+    if "://" not in train_output and not train_output.startswith("/"):
+        protocol, _, plain = evaluation.rpartition("://")
+        joined = posixpath.normpath(posixpath.join(plain, train_output))
+        train_output = f"{protocol}://{joined}" if protocol else joined
+    text = read_text(posixpath.join(train_output, "metrics.jsonl"))
+    if text is None:
+        return None
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [line.get("loss") for line in sorted(lines, key=lambda line: line["step"])]
+
+
+def fit_and_predict(config: ForecastConfig, rungs: list[dict]) -> tuple[Fit, float, tuple | None, list[str]]:
+    """The law fitted to `rungs`, its prediction at the target with the interval, and the notes on it."""
+    flops, values = [r["flops"] for r in rungs], [r[config.metric] for r in rungs]
+    fit = fit_law(flops, values)
+    predicted = float(fit.predict(config.target_flops))
+    if config.interval == "bootstrap":
+        interval = bootstrap_interval(
+            fit, flops, values, config.target_flops, config.confidence, config.samples, config.seed
+        )
+    else:
+        interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
+    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction, config.interval)
+    return fit, predicted, interval, notes
+
+
+def check_rungs(config: ForecastConfig, rungs: list[dict], curves: list[list[float | None] | None]) -> dict:
+    """Flag the rungs off their family (marin.evaluation.rung_check): each rung gets `flags` (the reasons,
+    empty when it is in the band) and `law_deviation` (its leave-one-out residual in noise units)."""
+    from marin.evaluation.rung_check import RungCheckSettings, curve_reasons, law_outliers
+
+    settings = RungCheckSettings(band_sigmas=config.band_sigmas)
+    law = law_outliers([r["flops"] for r in rungs], [r[config.metric] for r in rungs], settings)
+    for i, (rung, curve) in enumerate(zip(rungs, curves, strict=True)):
+        rung["flags"] = [
+            *(curve_reasons(curve, settings) if curve is not None else []),
+            *([law.flagged[i]] if i in law.flagged else []),
+        ]
+        rung["curve_checked"] = curve is not None
+        rung["law_deviation"] = law.deviation.get(i)
+    return {
+        "band_sigmas": config.band_sigmas,
+        "noise": law.noise,
+        "note": law.note,
+        "curves_checked": sum(c is not None for c in curves),
+    }
+
+
+def _prediction(config: ForecastConfig, predicted: float, interval, notes: list[str]) -> dict:
+    return {
+        "flops": config.target_flops,
+        config.metric: predicted,
+        "interval": list(interval) if interval else None,
+        "confidence": config.confidence,
+        "interval_note": "; ".join(notes) or None,
+    }
+
+
 def forecast(config: ForecastConfig) -> dict:
-    """Fit the law to the rungs, predict at the target, write `forecast.json` and `forecast.png`."""
+    """Check the rungs, fit the law to them, predict at the target, write `forecast.json` and `forecast.png`."""
     from marin.storage.paths import portable_path
 
-    rungs = []
+    rungs, curves = [], []
     for evaluation in config.evaluations:
         where = posixpath.join(evaluation, "results.json")
         results = _read(where)
@@ -276,25 +348,32 @@ def forecast(config: ForecastConfig) -> dict:
                 config.metric: _rung(results, config, where),
             }
         )
-    rungs.sort(key=lambda r: r["flops"])
-    fit = fit_law([r["flops"] for r in rungs], [r[config.metric] for r in rungs])
+        curves.append(_train_curve(evaluation, results))
+    order = sorted(range(len(rungs)), key=lambda i: rungs[i]["flops"])
+    rungs, curves = [rungs[i] for i in order], [curves[i] for i in order]
+    rung_check = check_rungs(config, rungs, curves)
+    flagged = [r for r in rungs if r["flags"]]
+    kept = [r for r in rungs if not r["flags"]]
+    if flagged and len(kept) < 3:
+        rung_check["note"] = (
+            f"{len(flagged)} of {len(rungs)} rungs flagged: fewer than 3 are left, so the fit uses every rung"
+        )
+    used = kept if flagged and config.drop_flagged and len(kept) >= 3 else rungs
+    fit, predicted, interval, notes = fit_and_predict(config, used)
     for r in rungs:
         r["fitted"] = float(fit.predict(r["flops"]))
         r["residual"] = r[config.metric] - r["fitted"]
-    predicted = float(fit.predict(config.target_flops))
-    if config.interval == "bootstrap":
-        interval = bootstrap_interval(
-            fit,
-            [r["flops"] for r in rungs],
-            [r[config.metric] for r in rungs],
-            config.target_flops,
-            config.confidence,
-            config.samples,
-            config.seed,
-        )
-    else:
-        interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
-    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction, config.interval)
+        r["in_fit"] = any(r is u for u in used)
+    alternative = None
+    if flagged and len(kept) >= 3:
+        other = rungs if used is kept else kept
+        other_fit, other_predicted, other_interval, other_notes = fit_and_predict(config, other)
+        alternative = {
+            "rungs": "every rung, the flagged included" if other is rungs else "the rungs not flagged",
+            "fit": {"a": other_fit.a, "b": other_fit.b, "c": other_fit.c, "reference_flops": other_fit.reference_flops},
+            **_prediction(config, other_predicted, other_interval, other_notes),
+        }
+    used_rungs = [r for r in rungs if r["in_fit"]]
     out = {
         "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
         "metric": config.metric,
@@ -302,15 +381,11 @@ def forecast(config: ForecastConfig) -> dict:
         "fit": {"a": fit.a, "b": fit.b, "c": fit.c, "reference_flops": fit.reference_flops},
         "covariance_scaled": fit.covariance,
         "rungs": rungs,
-        "rmse": math.sqrt(sum(r["residual"] ** 2 for r in rungs) / len(rungs)),
-        "prediction": {
-            "flops": config.target_flops,
-            config.metric: predicted,
-            "interval": list(interval) if interval else None,
-            "confidence": config.confidence,
-            "interval_note": "; ".join(notes) or None,
-            "cost": target_cost(config.target_flops),
-        },
+        "rmse": math.sqrt(sum(r["residual"] ** 2 for r in used_rungs) / len(used_rungs)),
+        "prediction": {**_prediction(config, predicted, interval, notes), "cost": target_cost(config.target_flops)},
+        "flagged_rungs": [{"evaluation": r["evaluation"], "flops": r["flops"], "reasons": r["flags"]} for r in flagged],
+        "rung_check": rung_check,
+        "prediction_other": alternative,
         "constrained": not notes,
         "notes": notes,
     }
@@ -325,6 +400,16 @@ def forecast(config: ForecastConfig) -> dict:
     )
     for note in notes:
         logger.warning("forecast not constrained by its rungs: %s", note)
+    for r in flagged:
+        logger.warning("rung %s is off its family: %s", r["evaluation"], "; ".join(r["flags"]))
+    if alternative is not None:
+        logger.warning(
+            "forecast with %s: %s %.4f (interval %s)",
+            alternative["rungs"],
+            config.metric,
+            alternative[config.metric],
+            alternative["interval"],
+        )
     return out
 
 
@@ -388,7 +473,10 @@ def plot(fit: Fit, rungs: list[dict], config: ForecastConfig, predicted: float, 
     grid = np.geomspace(min(flops.min(), config.target_flops) / 1.5, max(flops.max(), config.target_flops) * 1.5, 200)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     ax.plot(grid, fit.predict(grid), color="tab:blue", label=f"fit: {fit.a:.3g}·C^-{fit.b:.3f} + {fit.c:.3f}")
-    ax.scatter(flops, values, color="tab:orange", zorder=3, label="ladder rungs")
+    off = np.array([bool(r.get("flags")) for r in rungs])
+    ax.scatter(flops[~off], values[~off], color="tab:orange", zorder=3, label="ladder rungs")
+    if off.any():
+        ax.scatter(flops[off], values[off], color="tab:red", marker="x", s=60, zorder=4, label="flagged rungs")
     if interval is not None:
         ax.errorbar(
             [config.target_flops],
