@@ -145,7 +145,10 @@ def main(argv: list[str], **settings) -> None:
         written = outputs and read_text(join(outputs[ladder.forecast], "forecast.json"))
         if written:  # None after --dry_run
             forecast = json.loads(written)
-            print(json.dumps({k: forecast[k] for k in ("prediction", "constrained", "notes")}, indent=2))
+            summary = ("prediction", "constrained", "notes", "flagged_rungs", "prediction_other")
+            print(json.dumps({k: forecast.get(k) for k in summary}, indent=2))
+            for flagged in forecast.get("flagged_rungs") or []:
+                print(f"FLAGGED rung {flagged['evaluation']}: {'; '.join(flagged['reasons'])} (left out of the fit)")
             print(f"plot: {join(outputs[ladder.forecast], 'forecast.png')}")
             print("run this script again to train the target run and check the forecast")
     else:

@@ -115,10 +115,11 @@ def leave_one_out(flops: list[float], losses: list[float]) -> list[tuple[float, 
     """For each point: (its loss minus the law fitted to the others at its compute, that fit's residual sd)."""
     from marin.evaluation.forecast import fit_law
 
+    whole = fit_law(flops, losses)
     out = []
     for i in range(len(flops)):
         rest = [j for j in range(len(flops)) if j != i]
-        fit = fit_law([flops[j] for j in rest], [losses[j] for j in rest])
+        fit = fit_law([flops[j] for j in rest], [losses[j] for j in rest], start=whole)
         out.append((losses[i] - float(fit.predict(flops[i])), fit.residual_sd))
     return out
 
