@@ -113,7 +113,7 @@ class LawCheck:
 
 def leave_one_out(flops: list[float], losses: list[float]) -> list[tuple[float, float]]:
     """For each point: (its loss minus the law fitted to the others at its compute, that fit's residual sd)."""
-    from marin.evaluation.forecast import fit_law
+    from marin.evaluation.scaling_law import fit_law
 
     whole = fit_law(flops, losses)
     out = []
