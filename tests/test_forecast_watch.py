@@ -96,3 +96,22 @@ def test_stopping_off_the_forecast_without_a_forecast_is_an_error_naming_the_fie
 
     with pytest.raises(ValueError, match=r"train\.stop_off_forecast needs train\.watch_forecast"):
         tiny_train_config("out", {"d": "data"}, stop_off_forecast=True)
+
+
+def test_a_ladder_asked_to_stop_off_forecast_watches_its_target_only_and_leaves_the_rest_unchanged(tmp_path):
+    from experiments.defaults_training import scaling_ladder
+    from marin.execution import Executor
+
+    plain = scaling_ladder("tiny", "/data/tokenized", sizes=[32, 48, 64], vocab_size=512, target=96)
+    stopped = scaling_ladder(
+        "tiny", "/data/tokenized", sizes=[32, 48, 64], vocab_size=512, target=96, stop_off_forecast=True
+    )
+    target = stopped.target.train.config
+    assert target.watch_forecast.step is stopped.forecast and target.stop_off_forecast
+    assert plain.target.train.config.watch_forecast is None
+    executor = Executor(str(tmp_path), backend="local")
+    plain_plan = executor.plan([*plain.steps, plain.target.train])
+    stopped_plan = executor.plan([*stopped.steps, stopped.target.train])
+    for a, b in zip(plain.steps, stopped.steps, strict=True):
+        assert plain_plan[a] == stopped_plan[b]
+    assert plain_plan[plain.target.train] != stopped_plan[stopped.target.train]
