@@ -71,6 +71,7 @@ def test_a_run_outside_its_band_for_patience_comparisons_is_stopped_with_the_com
     ):
         for step in range(100):
             w.feed(step, 3.0 if step < 10 else 3.5)
+            w.raise_if_stopped()
     record = json.loads((tmp_path / "forecast_watch.json").read_text())
     assert record["flagged"] and record["flagged_at_step"] == 24 and record["saved"]["steps"] == 75
     assert [c["outside"] for c in record["comparisons"]] == [False, True, True, True]

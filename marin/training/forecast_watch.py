@@ -14,9 +14,10 @@ in `forecast_watch.json` in its folder (the step page shows it), and on the cons
 the losses against the band and the compute saved (the steps not trained, and their 6·N·D FLOPs), so a
 stopped run is never taken for a finished one.
 
-It is a Levanter tracker (it sees every logged figure, the training loss included, as the metrics.jsonl
-tracker does), put first in the run's trackers, so the figures it adds to a step are recorded by every
-tracker after it (metrics.jsonl, W&B). Its cost per step is one dictionary lookup and a running sum, and
+It is a pair of Levanter trackers (a tracker sees every logged figure, the training loss included, as the
+metrics.jsonl tracker does): the first of the run's trackers compares and adds its figures to the step's
+metrics, so every tracker after it records them (metrics.jsonl, W&B); the last raises `OffForecast` once
+the run is to stop, after the others have recorded the step that stopped it. Its cost per step is one dictionary lookup and a running sum, and
 one interpolation every `forecast_check_every` steps (docs/benchmarks-training.md).
 """
 
@@ -80,6 +81,8 @@ class Watch:
     comparisons: list[dict] = field(default_factory=list)
     outside_in_a_row: int = 0
     flagged_at: int | None = None
+    stop_message: str | None = None
+    """Set when the run is to stop: `raise_if_stopped` raises it (after every tracker has logged the step)."""
     _sum: float = 0.0
     _count: int = 0
     _nonfinite: int = 0
@@ -163,24 +166,42 @@ class Watch:
                 f"({saved['fraction_of_run']:.0%}, {saved['flops_6nd']:.3g} FLOPs) not spent"
             )
             logger.error(message)
-            raise OffForecast(message)
+            self.stop_message = message
+            return
         logger.warning("%s (flagged; training goes on: stop_off_forecast is off)", words)
 
+    def raise_if_stopped(self) -> None:
+        """Raise `OffForecast` once the run has been flagged with `stop` on."""
+        if self.stop_message is not None:
+            raise OffForecast(self.stop_message)
 
-def tracker_config(watch: Watch):
-    """A Levanter TrackerConfig whose tracker feeds `watch` every step's training loss."""
+
+_CONFIG_CLASS: type | None = None
+
+
+def _config_class() -> type:
+    """The Levanter TrackerConfig of the watch, registered (as `marin_forecast_watch`) on first use, so that
+    Levanter can write the run's configuration with it; this module imports Levanter only then."""
+    global _CONFIG_CLASS
+    if _CONFIG_CLASS is not None:
+        return _CONFIG_CLASS
     from levanter.tracker import Tracker
     from levanter.tracker.tracker import TrackerConfig
 
     class WatchTracker(Tracker):
         name = "forecast_watch"
 
+        def __init__(self, watch: Watch, role: str):
+            self.watch, self.role = watch, role
+
         def log(self, metrics, *, step, commit=None):
             if "train/loss" not in metrics:
                 return
+            if self.role == "stop":
+                self.watch.raise_if_stopped()
+                return
             value = metrics["train/loss"]
-            value = float(value.item() if hasattr(value, "item") else value)
-            figures = watch.feed(step, value)
+            figures = self.watch.feed(step, float(value.item() if hasattr(value, "item") else value))
             if figures and isinstance(metrics, dict):
                 metrics.update(figures)
 
@@ -194,14 +215,31 @@ def tracker_config(watch: Watch):
             pass
 
         def finish(self):
-            watch.write()
+            if self.role == "figures":
+                self.watch.write()
 
+    @TrackerConfig.register_subclass("marin_forecast_watch")
     @dataclass
     class WatchTrackerConfig(TrackerConfig):
-        def init(self, run_id):
-            return WatchTracker()
+        role: str = "figures"
+        """figures: compares and adds its figures to the step's metrics (first of the trackers); stop: raises
+        OffForecast once the run is to stop (last, after every tracker has recorded the step)."""
 
-    return WatchTrackerConfig()
+        def init(self, run_id):
+            return WatchTracker(self._watch, self.role)
+
+    _CONFIG_CLASS = WatchTrackerConfig
+    return _CONFIG_CLASS
+
+
+def tracker_configs(watch: Watch) -> tuple:
+    """The two Levanter tracker configs of `watch`: the first to put before the run's trackers, the second after."""
+    configs = []
+    for role in ("figures", "stop"):
+        config = _config_class()(role=role)
+        object.__setattr__(config, "_watch", watch)  # not a field: the run's configuration dump leaves it out
+        configs.append(config)
+    return tuple(configs)
 
 
 def watch_for(config, write: bool = True) -> Watch | None:
@@ -233,5 +271,6 @@ def watched(lev_config, watch: Watch | None):
 
     trackers = lev_config.trainer.tracker
     trackers = trackers if isinstance(trackers, tuple) else (trackers,)
-    trainer = dataclasses.replace(lev_config.trainer, tracker=(tracker_config(watch), *trackers))
+    first, last = tracker_configs(watch)
+    trainer = dataclasses.replace(lev_config.trainer, tracker=(first, *trackers, last))
     return dataclasses.replace(lev_config, trainer=trainer)
