@@ -116,3 +116,19 @@ def test_a_ladder_asked_to_stop_off_forecast_watches_its_target_only_and_leaves_
     for a, b in zip(plain.steps, stopped.steps, strict=True):
         assert plain_plan[a] == stopped_plan[b]
     assert plain_plan[plain.target.train] != stopped_plan[stopped.target.train]
+
+
+def test_the_step_page_says_a_run_left_its_forecast_loudly_with_the_compute_saved(tmp_path):
+    import fsspec
+
+    from marin.browser.summaries import watch_summary
+
+    w = watch(stop=True, tmp_path=tmp_path)
+    with pytest.raises(OffForecast):
+        for step in range(100):
+            w.feed(step, 3.0 if step < 10 else 3.5)
+            w.raise_if_stopped()
+    path = tmp_path / "forecast_watch.json"
+    html = watch_summary(fsspec.filesystem("file"), str(path), path.stat().st_size)
+    assert "OFF ITS FORECAST: 3 comparisons in a row outside the band, flagged at step 24; stopped: 75 steps" in html
+    assert html.count(">outside<") == 3 and html.count(">inside<") == 1
