@@ -5,8 +5,9 @@ metrics (the training loss as a JAX scalar, as Levanter hands it) for every step
 median step time of the trainings below. (2) The trainings themselves: the tests' reference config
 (tests/training_fixtures.py, 53k parameters) trained `--pairs` times with and without
 `watch_forecast` (alternating, so that the machine's load falls on both alike), each run's time per step
-from its metrics.jsonl (`elapsed_s` of the last step minus the first's, over the steps between: the
-compile and start are left out, the trackers' time per step is in). The watch's band is the first unwatched
+from its metrics.jsonl (`elapsed_s` of the last step minus the second's, over the steps between: the
+compile and start are left out, the trackers' time per step is in), and its CPU-seconds per step
+(`cpu_s`, this process's: insensitive to other load on the machine). The watch's band is the first unwatched
 run's own curve ± 5 %, so that the watched runs compare, every 5 % of the run, and are never stopped.
 
     .venv/bin/python benchmarks/forecast_watch_cost.py --pairs 2 --steps 40
@@ -22,9 +23,10 @@ import time
 from pathlib import Path
 
 
-def per_step(run: Path) -> float:
+def per_step(run: Path, key: str = "elapsed_s") -> float:
+    """Seconds per step (wall, or the process's CPU with key="cpu_s") after the first, compiling, step."""
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return (lines[-1]["elapsed_s"] - lines[1]["elapsed_s"]) / (len(lines) - 2)
+    return (lines[-1][key] - lines[1][key]) / (len(lines) - 2)
 
 
 def watch_alone(steps: int, repeats: int = 20) -> float:
@@ -61,6 +63,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="watch-cost-"))
     data = {"plays_a": str(corpus(root / "corpus")["plays_a"])}
     times: dict[str, list[float]] = {"unwatched": [], "watched": []}
+    cpu: dict[str, list[float]] = {"unwatched": [], "watched": []}
     band = None
     for pair in range(args.pairs):
         for kind in ("unwatched", "watched"):
@@ -70,6 +73,7 @@ def main() -> None:
                 options["watch_forecast"] = band
             train(tiny_train_config(str(run), data, **options))
             times[kind].append(per_step(run))
+            cpu[kind].append(per_step(run, "cpu_s"))
             if band is None:
                 curve = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
                 points = [
@@ -92,6 +96,9 @@ def main() -> None:
                 "median_unwatched_s": step,
                 "median_watched_s": statistics.median(times["watched"]),
                 "ratio_watched_over_unwatched": statistics.median(times["watched"]) / step,
+                "cpu_per_step_s": cpu,
+                "cpu_ratio_watched_over_unwatched": statistics.median(cpu["watched"])
+                / statistics.median(cpu["unwatched"]),
                 "watch_alone_s_per_step": alone,
                 "watch_alone_fraction_of_a_step": alone / step,
             },

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 WATCH_FILE = "forecast_watch.json"
+STEP_DONE = "throughput/hook_time"
+"""What Levanter logs once a step's hooks have all run (marin.training.metrics writes the step's line then)."""
 
 
 class OffForecast(RuntimeError):
@@ -195,10 +197,12 @@ def _config_class() -> type:
             self.watch, self.role = watch, role
 
         def log(self, metrics, *, step, commit=None):
-            if "train/loss" not in metrics:
-                return
             if self.role == "stop":
-                self.watch.raise_if_stopped()
+                # after the step's last figure (metrics.jsonl writes the step's line then), or at the next step
+                if STEP_DONE in metrics or (self.watch.flagged_at is not None and step > self.watch.flagged_at):
+                    self.watch.raise_if_stopped()
+                return
+            if "train/loss" not in metrics:
                 return
             value = metrics["train/loss"]
             figures = self.watch.feed(step, float(value.item() if hasattr(value, "item") else value))
