@@ -61,6 +61,7 @@ def test_a_run_inside_its_band_is_never_flagged():
     w = watch(stop=True)
     for step in range(100):
         w.feed(step, 3.0 + 0.05 * math.sin(step))
+    assert w.feed(99, 3.0) is None
     assert w.flagged_at is None and len(w.comparisons) == 19 and not any(c["outside"] for c in w.comparisons)
 
 

@@ -83,6 +83,8 @@ class Watch:
     comparisons: list[dict] = field(default_factory=list)
     outside_in_a_row: int = 0
     flagged_at: int | None = None
+    last_step: int = -1
+    """The last step fed: a step logged again (Levanter repeats the last step's loss at the end) is not fed twice."""
     stop_message: str | None = None
     """Set when the run is to stop: `raise_if_stopped` raises it (after every tracker has logged the step)."""
     _sum: float = 0.0
@@ -91,6 +93,9 @@ class Watch:
 
     def feed(self, step: int, loss: float | None) -> dict | None:
         """The step's loss; on a comparison step, the figures to add to its metrics (else None)."""
+        if step <= self.last_step:
+            return None
+        self.last_step = step
         if loss is None or not math.isfinite(loss):
             self._nonfinite += 1
         else:
