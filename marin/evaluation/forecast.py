@@ -23,8 +23,16 @@ irreducible term c sits on a bound (0, or the lowest rung's loss: the rungs cann
 when there is no interval, or when the interval is wider than `max_interval_fraction` of the forecast.
 The same notes are the prediction's `interval_note` and are logged as warnings.
 
-Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals,
-prediction with its interval) and `forecast.png` (the rungs, the fitted law, the prediction).
+Before the fit, every rung is checked against its family (marin.evaluation.rung_check: its training curve
+from its train step's metrics.jsonl, its final loss against the other rungs); flagged rungs are named
+with their reasons, left out of the fit (`drop_flagged`), and the forecast with every rung is given
+beside it (`prediction_other`). The prediction also holds the target's forecast training curve
+(`prediction.curve`, marin.evaluation.forecast_curve), which a target can be watched against while it
+trains (marin.training.forecast_watch).
+
+Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals and
+flags, prediction with its interval and curve) and `forecast.png` (the rungs, the flagged ones apart,
+the fitted law, the prediction).
 """
 
 from __future__ import annotations
