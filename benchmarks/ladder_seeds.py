@@ -7,7 +7,10 @@ once) and each twice, as the script's docstring says: the ladder and its forecas
 the check. Per seed it prints the forecast, the interval, the measurement, the relative error and whether
 the interval covered it, with the seed's CPU-seconds (this process and its children) and wall time; then
 the coverage and the mean absolute (relative) error over the seeds that finished. A seed already run in the
-prefix is read back, not rerun, so the benchmark can be continued.
+prefix is read back, not rerun, so the benchmark can be continued. Each row keeps the seed's rungs (their
+compute, loss, deviation from the law in noise units and flags) and the rungs the forecast flagged as off
+their family (marin.evaluation.rung_check), so that over new seeds it also measures how often a healthy
+ladder has a rung flagged.
 
     .venv/bin/python benchmarks/ladder_seeds.py --seeds 0 1 2 3 4 --prefix /tmp/ladder-seeds
     .venv/bin/python benchmarks/ladder_seeds.py --ladder isoflop --seeds 0 1 2 3 4 --prefix /tmp/iso-seeds
@@ -54,8 +57,14 @@ def run_seed(ladder: str, seed: int, prefix: str, replicates: int = 1) -> dict:
         check_step = target.check
     check = json.loads(read_text(join(Executor(prefix).plan([check_step])[check_step], "check.json")))
     low, high = check["interval"] or (float("nan"), float("nan"))
+    forecast_step = check_step.config.forecast.step
+    written = json.loads(read_text(join(Executor(prefix).plan([forecast_step])[forecast_step], "forecast.json")))
     return {
         "seed": seed,
+        "flagged_rungs": written.get("flagged_rungs"),
+        "rungs": [
+            {k: r.get(k) for k in ("flops", "loss", "law_deviation", "flags")} for r in written.get("rungs") or []
+        ],
         "forecast": check["forecast"],
         "interval": check["interval"],
         "interval_fraction": (high - low) / check["forecast"],
@@ -109,7 +118,8 @@ def summary(name: str, rows: list[dict]) -> str:
     width = sum(r["interval_fraction"] for r in rows) / len(rows)
     return (
         f"{name}, {len(rows)} seeds: the 95 % interval covered the measurement {covered}/{len(rows)}; "
-        f"mean absolute relative error {mae:.2%}; mean interval {width:.2%} of the forecast"
+        f"mean absolute relative error {mae:.2%}; mean interval {width:.2%} of the forecast; "
+        f"rungs flagged off their family in {sum(bool(r.get('flagged_rungs')) for r in rows)} of {len(rows)} seeds"
     )
 
 

@@ -283,6 +283,8 @@ def scaling_ladder(
     train_tokens: int | None = None,
     max_epochs: int = 8,
     learning_rate: LearningRateByWidth | None = None,
+    watch_target: bool = False,
+    stop_off_forecast: bool = False,
     **train_options: Any,
 ) -> Ladder:
     """Train one model per size at D = tokens_per_param·N tokens, evaluate each, forecast the loss at
@@ -299,6 +301,9 @@ def scaling_ladder(
     against the data here: a rung that needs more passes sets `epochs` (versioned, so in its record and hash),
     and one needing more than `max_epochs` is an error naming it (see `rung_epochs`).
     `learning_rate` sets each rung's peak learning rate by its width (`LearningRateByWidth`), the target's too.
+    `watch_target` watches the target's training loss against the forecast's curve while it trains
+    (`TrainConfig.watch_forecast`, docs/training.md), and `stop_off_forecast` (which implies it) stops the
+    target once it has left the forecast's band.
     """
     if len(sizes) < 3:
         raise ValueError(f"scaling_ladder {name!r}: sizes needs at least 3 rungs to fit a, b, c; got {sizes}")
@@ -308,7 +313,7 @@ def scaling_ladder(
     tokens_per_step = train_batch_size * seq_len
     held_out = eval_datasets if eval_datasets is not None else named_datasets(tokenized)
 
-    def run(rung: str, model: LlamaModelConfig) -> tuple[ExecutorStep, ExecutorStep, float]:
+    def run(rung: str, model: LlamaModelConfig, **extra: Any) -> tuple[ExecutorStep, ExecutorStep, float]:
         steps = rung_steps(model, vocab_size, tokens_per_param, tokens_per_step)
         epochs = rung_epochs(rung, steps, train_batch_size, seq_len, train_tokens, max_epochs)
         trained, evaluation = ladder_rung(
@@ -324,6 +329,7 @@ def scaling_ladder(
             max_eval_documents=max_eval_documents,
             **({"epochs": epochs} if epochs else {}),
             **train_options,
+            **extra,
         )
         return trained, evaluation, float(6 * model.parameter_count(vocab_size) * steps * tokens_per_step)
 
@@ -333,10 +339,11 @@ def scaling_ladder(
         trains.append(trained)
         evaluations.append(evaluation)
         flops.append(rung_flops)
-    target_steps = None
+    target_model = None
     if target is not None:
         target_model = target if isinstance(target, LlamaModelConfig) else ladder_model(target, seq_len)
-        *target_steps, target_flops = run(f"{name}/target", target_model)
+        target_steps = rung_steps(target_model, vocab_size, tokens_per_param, tokens_per_step)
+        target_flops = float(6 * target_model.parameter_count(vocab_size) * target_steps * tokens_per_step)
     target = target_flops if target_flops is not None else 10 * max(flops)
     forecast_step = ExecutorStep(
         name=f"forecast/{name}",
@@ -348,7 +355,12 @@ def scaling_ladder(
         description=f"forecast {name}: fit loss(C) over {len(models)} rungs, predict at {target:.3g} FLOPs",
     )
     target_run = None
-    if target_steps is not None:
-        trained, evaluation = target_steps
+    if target_model is not None:
+        watch = (
+            {"watch_forecast": output_path_of(forecast_step), "stop_off_forecast": stop_off_forecast}
+            if watch_target or stop_off_forecast
+            else {}
+        )
+        trained, evaluation, _ = run(f"{name}/target", target_model, **watch)
         target_run = TargetRun(trained, evaluation, check_step(name, forecast_step, trained, evaluation))
     return Ladder(trains, evaluations, forecast_step, target_run)

@@ -70,3 +70,22 @@ def test_an_isoflop_forecasts_loss_interval_off_the_range_is_clipped_and_its_leg
     assert "interval (clipped; full 3.5 – 300)" in loss and loss.count('class="marker clip-mark"') == 1
     heights = [int(h) for h in re.findall(r'<svg class="plot[^"]*"[^>]* height="(\d+)"', svg)]
     assert len(heights) == 3 and heights[0] > 320 and heights[1] > 280, "each legend adds rows under its plot"
+
+
+def test_a_flagged_rung_is_named_on_the_page_drawn_apart_and_the_forecast_with_it_given_beside():
+    reason = "off the law: held-out loss 3.2295 against 2.8353 predicted by the other rungs (+0.39, +21 noise units)"
+    rungs = [dict(r, flags=[]) for r in UNCONSTRAINED["rungs"]]
+    rungs.insert(2, {"flops": 9e11, "loss": 4.9, "evaluation": "../../evaluation/d48", "flags": [reason]})
+    flagged = {
+        **UNCONSTRAINED,
+        "rungs": rungs,
+        "notes": [],
+        "flagged_rungs": [{"evaluation": "../../evaluation/d48", "flops": 9e11, "reasons": [reason]}],
+        "prediction_other": {"rungs": "every rung, the flagged included", "loss": 3.71, "interval": [3.6, 3.8]},
+    }
+    html = ladder_summary(flagged, 0, "forecast/x")
+    assert f'<div class="note flagged-rung"><b>FLAGGED rung ../../evaluation/d48: {reason}' in html
+    assert "with every rung, the flagged included: 3.71 (3.6 – 3.8)" in html
+    svg = ladder_chart(flagged)
+    assert svg.count("<title>flagged rung @ 9e11 FLOPs") == 1 and "flagged rungs (off their family)" in svg
+    assert "flagged" not in ladder_chart(UNCONSTRAINED)

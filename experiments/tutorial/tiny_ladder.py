@@ -76,6 +76,7 @@ def build(
     seed: int = 0,
     train_batch_size: int = BATCH,
     replicates: int = 1,
+    stop_off_forecast: bool = False,
 ):
     """The ladder (its `target` the run to check); `train_tokens` (checked against each rung and the
     target) defaults to the whole corpus's TRAIN_TOKENS.
@@ -83,7 +84,8 @@ def build(
     `replicates` > 1 trains every rung that many times (seeds `seed + r·REPLICATE_SEED_STRIDE`), and the
     forecast fits the law to all of them as separate points (replicates at the same compute: the fit's
     residual variance then has 3 degrees of freedom more per replicate); the target is trained once, with
-    `seed`. With 1 (the default) the ladder is `scaling_ladder`'s own."""
+    `seed`. With 1 (the default) the ladder is `scaling_ladder`'s own. `stop_off_forecast` watches the
+    target against the forecast's curve and stops it once it leaves the band (docs/training.md)."""
     if replicates < 1:
         raise ValueError(f"tiny_ladder: replicates must be >= 1, got {replicates}")
     data = build_tutorial(plays=plays, vocab_size=VOCAB_SIZE)
@@ -104,6 +106,7 @@ def build(
             train_tokens=train_tokens,
             target=model(target) if target is not None and r == 0 else None,
             seed=seed + r * REPLICATE_SEED_STRIDE,
+            stop_off_forecast=stop_off_forecast,
         )
         for r in range(replicates)
     ]
@@ -145,7 +148,10 @@ def main(argv: list[str], **settings) -> None:
         written = outputs and read_text(join(outputs[ladder.forecast], "forecast.json"))
         if written:  # None after --dry_run
             forecast = json.loads(written)
-            print(json.dumps({k: forecast[k] for k in ("prediction", "constrained", "notes")}, indent=2))
+            summary = ("prediction", "constrained", "notes", "flagged_rungs", "prediction_other")
+            print(json.dumps({k: forecast.get(k) for k in summary}, indent=2))
+            for flagged in forecast.get("flagged_rungs") or []:
+                print(f"FLAGGED rung {flagged['evaluation']}: {'; '.join(flagged['reasons'])} (left out of the fit)")
             print(f"plot: {join(outputs[ladder.forecast], 'forecast.png')}")
             print("run this script again to train the target run and check the forecast")
     else:

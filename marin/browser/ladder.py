@@ -12,7 +12,10 @@ interval: an interval that runs off that range (an unconstrained fit's can reach
 clipped to it, and the clipping is said in the band's legend and drawn as a marker at the edge it crosses.
 `log_y` draws both axes logarithmic (the page's `?loglog=1`). A forecast's `notes` (an unconstrained
 fit) are shown under the picture, loud, and the target's estimated cost (`prediction.cost`: its FLOPs and
-device-hours on the named devices at the assumed MFU) beside the forecast. The legend sits under the plot,
+device-hours on the named devices at the assumed MFU) beside the forecast. Rungs the forecast flagged as
+off their family (`flagged_rungs`: diverged, loss spike, plateau, off the law) are drawn apart (hollow red
+squares, out of the fit), named with their reasons above the table, and the forecast with every rung (or
+without the flagged, `prediction_other`) is given beside the forecast. The legend sits under the plot,
 never over the target, where the forecast, its interval and the measurement are drawn.
 """
 
@@ -110,8 +113,10 @@ def _clipped_interval(
 def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool = False) -> str:
     metric = forecast.get("metric") if isinstance(forecast.get("metric"), str) else "loss"
     rungs = [r for r in forecast.get("rungs") or [] if isinstance(r, dict)]
-    points = [(_num(r.get("flops")), _num(r.get(metric))) for r in rungs]
-    points = [(x, y) for x, y in points if x is not None and y is not None and x > 0]
+    every = [(_num(r.get("flops")), _num(r.get(metric)), bool(r.get("flags"))) for r in rungs]
+    every = [(x, y, off) for x, y, off in every if x is not None and y is not None and x > 0]
+    points = [(x, y) for x, y, off in every if not off]
+    flagged = [(x, y) for x, y, off in every if off]
     prediction = forecast.get("prediction") if isinstance(forecast.get("prediction"), dict) else {}
     target = _num(prediction.get("flops"))
     predicted = _num(prediction.get(metric))
@@ -126,13 +131,13 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
     measured = measured_target(forecast, metric)
     checked = [(_num(c.get("measured_flops")), _num(c.get("measured"))) for c in checks or []]
     checked = [(x, y) for x, y in checked if x and y is not None]
-    shown = [y for _, y in points] + ([predicted] if predicted is not None else [])
+    shown = [y for _, y in points + flagged] + ([predicted] if predicted is not None else [])
     shown += ([measured[1]] if measured else []) + [y for _, y in checked]
     y_lo, y_hi = y_range(shown) if shown else (-math.inf, math.inf)
     if log_y:
         y_lo = max(y_lo, min(shown) / 1.05) if shown else y_lo
     law = _law(forecast.get("fit") or {})
-    xs = [x for x, _ in points] + ([target] if target else [])
+    xs = [x for x, _ in points + flagged] + ([target] if target else [])
     if law and xs:
         lo, hi = math.log10(min(xs)), math.log10(max(xs))
         grid = [10 ** (lo + (hi - lo) * i / 80) for i in range(81)] if hi > lo else [10**lo]
@@ -145,6 +150,16 @@ def ladder_chart(forecast: dict, checks: list[dict] | None = None, log_y: bool =
         css="rung",
         color="#059669",
     )
+    if flagged:
+        chart.points(
+            "flagged rungs (off their family)",
+            flagged,
+            titles=[f"flagged rung @ {fmt_value(x)} FLOPs" for x, _ in flagged],
+            css="rung flagged",
+            color="#dc2626",
+            shape="square",
+            hollow=True,
+        )
     if target and predicted is not None:
         chart.points("forecast", [(target, predicted)], titles=[f"forecast @ {fmt_value(target)}"], css="forecast")
     if measured:
@@ -176,6 +191,16 @@ def ladder_summary(
     notes = [n for n in forecast.get("notes") or [] if isinstance(n, str)]
     if not notes and prediction.get("interval_note"):
         notes = [str(prediction["interval_note"])]
+    flagged = [f for f in forecast.get("flagged_rungs") or [] if isinstance(f, dict)]
+    other = forecast.get("prediction_other") if isinstance(forecast.get("prediction_other"), dict) else None
+    if other and _num(other.get(metric)) is not None:
+        interval = other.get("interval")
+        span = (
+            f" ({fmt_value(interval[0])} – {fmt_value(interval[1])})"
+            if isinstance(interval, list) and len(interval) == 2
+            else ""
+        )
+        words.append(f"with {esc(other.get('rungs'))}: {fmt_value(other[metric])}{esc(span)}")
     measured = measured_target(forecast, metric)
     if measured and predicted is not None:
         words.append(f"measured: <b>{fmt_value(measured[1])}</b> (forecast error {fmt_value(measured[1] - predicted)})")
@@ -197,6 +222,7 @@ def ladder_summary(
                 (fmt_num(r.get("tokens")), _num(r.get("tokens")) or 0),
                 (fmt_num(r.get(metric)), _num(r.get(metric)) or 0),
                 (fmt_num(r.get("residual")), _num(r.get("residual")) or 0),
+                esc("; ".join(str(f) for f in r.get("flags") or [])) or "—",
             ]
         )
     rest = {k: v for k, v in forecast.items() if k not in ("rungs",)}
@@ -204,9 +230,16 @@ def ladder_summary(
         ladder_chart(forecast, checks, log_y=log_y)
         + ("".join(f'<div class="forecast-line">{w}</div>' for w in words) if words else note("no prediction"))
         + cost_line(prediction)
+        + "".join(
+            f'<div class="note flagged-rung"><b>FLAGGED rung {esc(f.get("evaluation"))}: '
+            f"{esc('; '.join(str(x) for x in f.get('reasons') or []))}</b></div>"
+            for f in flagged
+        )
         + "".join(f'<div class="note unconstrained"><b>{esc(n)}</b></div>' for n in notes)
         + check_lines(checks)
-        + (table(["rung (evaluation)", "FLOPs", "parameters", "tokens", metric, "residual"], rows, cls="data rungs"))
+        + table(
+            ["rung (evaluation)", "FLOPs", "parameters", "tokens", metric, "residual", "flags"], rows, cls="data rungs"
+        )
         + kv_table(
             [
                 (k, fmt_num(v) if not isinstance(v, list) else esc(json.dumps(v)[:300]))

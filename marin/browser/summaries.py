@@ -462,6 +462,42 @@ def check_summary(fs, full: str, size: int) -> str:
     return check_lines([data]) + kv_table([(k, fmt_num(v)) for k, v in flatten(data).items()][:40])
 
 
+def watch_summary(fs, full: str, size: int) -> str:
+    """A training watched against its forecast (`forecast_watch.json`, marin/training/forecast_watch.py): flagged
+    or not, loudly, the compute saved when stopped, and every comparison with the band."""
+    data = _load_json(fs, full, size, "forecast_watch.json")
+    if not isinstance(data, dict):
+        raise ValueError("forecast_watch.json: expected a JSON object")
+    comparisons = [c for c in data.get("comparisons") or [] if isinstance(c, dict)]
+    saved = data.get("saved") if isinstance(data.get("saved"), dict) else {}
+    if data.get("flagged"):
+        stopped = (
+            f"; stopped: {fmt_num(saved.get('steps'))} steps ({fmt_num(saved.get('fraction_of_run'))} of the run, "
+            f"{fmt_num(saved.get('flops_6nd'))} FLOPs) not spent"
+            if data.get("stop_off_forecast")
+            else "; training went on (stop_off_forecast is off)"
+        )
+        head = (
+            f'<div class="note unconstrained off-forecast"><b>OFF ITS FORECAST: {fmt_num(data.get("patience"))} '
+            f"comparisons in a row outside the band, flagged at step {fmt_num(data.get('flagged_at_step'))}"
+            f"{esc(stopped)}</b></div>"
+        )
+    else:
+        head = f'<div class="forecast-line">inside its forecast\'s band at all {len(comparisons)} comparisons</div>'
+    rows = [
+        [
+            fmt_num(c.get("step")),
+            fmt_num(c.get("fraction")),
+            fmt_num(c.get("loss")),
+            fmt_num(c.get("forecast")),
+            f"{fmt_num(c.get('low'))} – {fmt_num(c.get('high'))}",
+            "outside" if c.get("outside") else "inside",
+        ]
+        for c in comparisons
+    ]
+    return head + table(["step", "fraction", "training loss", "forecast", "band", ""], rows, cls="data watch")
+
+
 def harness_summary(fs, full: str, size: int) -> str:
     """The harness step's tasks: version, documents, shots and every metric (marin/evaluation/harness.py)."""
     data = _load_json(fs, full, size, "metrics.json")
@@ -511,6 +547,7 @@ KINDS = [
     ("metrics.json", "Harness tasks", harness_summary),
     ("forecast.json", "Forecast", forecast_summary),
     ("check.json", "Forecast check", check_summary),
+    ("forecast_watch.json", "Watched against its forecast", watch_summary),
     ("cost.json", "Cost: estimate against measured", cost_summary),
 ]
 

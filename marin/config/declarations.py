@@ -94,10 +94,12 @@ def input_field(
     unchecked_schemes: Sequence[str] = (),
     default: Any = dataclasses.MISSING,
     default_factory: Any = dataclasses.MISSING,
+    unless_default: bool = False,
 ) -> Any:
-    """A path (or a dict/list of paths) the step reads: versioned, and checked to exist before a run."""
+    """A path (or a dict/list of paths) the step reads: versioned (with `unless_default`, only when it differs
+    from its default, so that a field added later leaves old hashes alone), and checked to exist before a run."""
     spec = InputSpec(what, tuple(holds_any), tuple(unchecked_schemes))
-    return _field({"version": ALWAYS, "input": spec}, default, default_factory)
+    return _field({"version": UNLESS_DEFAULT if unless_default else ALWAYS, "input": spec}, default, default_factory)
 
 
 def version_rule(f: dataclasses.Field) -> str:

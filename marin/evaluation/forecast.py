@@ -23,8 +23,16 @@ irreducible term c sits on a bound (0, or the lowest rung's loss: the rungs cann
 when there is no interval, or when the interval is wider than `max_interval_fraction` of the forecast.
 The same notes are the prediction's `interval_note` and are logged as warnings.
 
-Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals,
-prediction with its interval) and `forecast.png` (the rungs, the fitted law, the prediction).
+Before the fit, every rung is checked against its family (marin.evaluation.rung_check: its training curve
+from its train step's metrics.jsonl, its final loss against the other rungs); flagged rungs are named
+with their reasons, left out of the fit (`drop_flagged`), and the forecast with every rung is given
+beside it (`prediction_other`). The prediction also holds the target's forecast training curve
+(`prediction.curve`, marin.evaluation.forecast_curve), which a target can be watched against while it
+trains (marin.training.forecast_watch).
+
+Inputs: evaluate steps' outputs (`results.json`). Output: `forecast.json` (fit, per-rung residuals and
+flags, prediction with its interval and curve) and `forecast.png` (the rungs, the flagged ones apart,
+the fitted law, the prediction).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Literal
 
+from marin.evaluation.scaling_law import Fit, fit_law, law  # noqa: F401 (law: re-exported for its users)
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import open_url, url_to_fs
 
@@ -70,6 +79,12 @@ class ForecastConfig(StepConfig):
     """Seed of the resampling."""
     max_interval_fraction: float = versioned_unless_default(0.1)
     """An interval wider than this fraction of the forecast marks the fit unconstrained (a note, not an error)."""
+    band_sigmas: float = versioned_unless_default(5.0)
+    """A rung further than this many noise units from what the other rungs predict for it is flagged off the
+    law (marin.evaluation.rung_check) and left out of the fit."""
+    drop_flagged: bool = versioned_unless_default(True)
+    """Fit the forecast to the rungs not flagged (the forecast with every rung is kept beside it); False fits
+    every rung and gives the forecast without the flagged ones beside it."""
 
     def validate(self) -> None:
         if len(self.evaluations) < 3:
@@ -80,94 +95,6 @@ class ForecastConfig(StepConfig):
             raise ValueError(f"forecast.confidence must be in (0, 1), got {self.confidence}")
         if not self.target_flops > 0:
             raise ValueError(f"forecast.target_flops must be > 0, got {self.target_flops}")
-
-
-def law(flops, a: float, b: float, c: float):
-    return a * flops ** (-b) + c
-
-
-@dataclass(frozen=True)
-class Fit:
-    a: float
-    b: float
-    c: float
-    reference_flops: float
-    covariance: list[list[float]] | None
-    """Covariance of (A, b, c), where A = a·reference_flops^(−b) is the coefficient on C / C_ref."""
-    c_ceiling: float | None = None
-    """The upper bound on c in the fit (the lowest rung's loss)."""
-    residual_sd: float = 0.0
-    """Standard deviation of the rungs about the law, with n − 3 degrees of freedom: one run's own noise."""
-    dof: int = 0
-    """Residual degrees of freedom, n − 3."""
-
-    def c_on_bound(self, tolerance: float = 1e-3) -> str | None:
-        """'0' or 'the lowest rung loss' when c sits on that bound, else None."""
-        if self.c <= tolerance * max(self.c_ceiling or 1.0, 1.0):
-            return "0"
-        if self.c_ceiling is not None and self.c >= self.c_ceiling * (1 - tolerance):
-            return "the lowest rung's loss"
-        return None
-
-    def predict(self, flops):
-        import numpy as np
-
-        return law(np.asarray(flops, dtype=float), self.a, self.b, self.c)
-
-
-def fit_law(flops, losses, start: Fit | None = None) -> Fit:
-    """Least-squares fit of loss = a·C^(−b) + c, with a, b > 0 and 0 <= c <= min(loss).
-
-    The fit is tried from a grid of starting points, or only from `start` (a fit of similar data: a
-    bootstrap's refits start from the fit they resample) with the grid as the fallback."""
-    import numpy as np
-    from scipy.optimize import curve_fit
-
-    flops = np.asarray(flops, dtype=float)
-    losses = np.asarray(losses, dtype=float)
-    if len(flops) < 3:
-        raise ValueError(f"need at least 3 points to fit a, b, c; got {len(flops)}")
-    if np.any(flops <= 0):
-        raise ValueError("every rung needs positive compute (flops)")
-    ref = float(np.exp(np.mean(np.log(flops))))
-    x = flops / ref
-
-    def scaled(x, big_a, b, c):
-        return big_a * x ** (-b) + c
-
-    low = float(losses.min())
-    starts = [
-        (max(float(np.mean(losses)) - c0, 1e-6), b0, c0)
-        for c0 in (0.0, 0.5 * low, 0.9 * low)
-        for b0 in (0.05, 0.2, 0.5, 1.0)
-    ]
-    if start is not None:
-        starts.insert(0, (start.a * ref ** (-start.b), start.b, min(start.c, low)))
-    best = None
-    for i, (a0, b0, c0) in enumerate(starts):
-        if start is not None and i > 0 and best is not None:
-            break
-        try:
-            popt, pcov = curve_fit(
-                scaled,
-                x,
-                losses,
-                p0=(max(a0, 1e-9), max(b0, 1e-5), c0),
-                bounds=([1e-12, 1e-6, 0.0], [np.inf, 10.0, low]),
-                maxfev=20000,
-            )
-        except RuntimeError:
-            continue
-        sse = float(np.sum((scaled(x, *popt) - losses) ** 2))
-        if best is None or sse < best[0]:
-            best = (sse, popt, pcov)
-    if best is None:
-        raise RuntimeError("the scaling-law fit did not converge from any starting point")
-    sse, (big_a, b, c), pcov = best
-    dof = len(flops) - 3
-    covariance = pcov.tolist() if dof > 0 and np.all(np.isfinite(pcov)) else None
-    residual_sd = math.sqrt(sse / dof) if dof > 0 else 0.0
-    return Fit(float(big_a * ref**b), float(b), float(c), ref, covariance, low, residual_sd, dof)
 
 
 def prediction_interval(fit: Fit, flops: float, confidence: float, samples: int, seed: int):
@@ -258,11 +185,77 @@ def _rung(results: dict, config: ForecastConfig, where: str) -> float:
     return results["datasets"][config.dataset][config.metric]
 
 
+def _train_curve(evaluation: str, results: dict) -> list[float | None] | None:
+    """The training losses of the rung's train step (its `metrics.jsonl`), None where there is none; a
+    step whose loss was not finite (metrics.jsonl leaves it out) is None."""
+    train_output = results.get("train_output")
+    if not isinstance(train_output, str):
+        return None
+    from marin.storage import read_text
+
+    if "://" not in train_output and not train_output.startswith("/"):
+        protocol, _, plain = evaluation.rpartition("://")
+        joined = posixpath.normpath(posixpath.join(plain, train_output))
+        train_output = f"{protocol}://{joined}" if protocol else joined
+    text = read_text(posixpath.join(train_output, "metrics.jsonl"))
+    if text is None:
+        return None
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [line.get("loss") for line in sorted(lines, key=lambda line: line["step"])]
+
+
+def fit_and_predict(config: ForecastConfig, rungs: list[dict]) -> tuple[Fit, float, tuple | None, list[str]]:
+    """The law fitted to `rungs`, its prediction at the target with the interval, and the notes on it."""
+    flops, values = [r["flops"] for r in rungs], [r[config.metric] for r in rungs]
+    fit = fit_law(flops, values)
+    predicted = float(fit.predict(config.target_flops))
+    if config.interval == "bootstrap":
+        interval = bootstrap_interval(
+            fit, flops, values, config.target_flops, config.confidence, config.samples, config.seed
+        )
+    else:
+        interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
+    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction, config.interval)
+    return fit, predicted, interval, notes
+
+
+def check_rungs(config: ForecastConfig, rungs: list[dict], curves: list[list[float | None] | None]) -> dict:
+    """Flag the rungs off their family (marin.evaluation.rung_check): each rung gets `flags` (the reasons,
+    empty when it is in the band) and `law_deviation` (its leave-one-out residual in noise units)."""
+    from marin.evaluation.rung_check import RungCheckSettings, curve_reasons, law_outliers
+
+    settings = RungCheckSettings(band_sigmas=config.band_sigmas)
+    checked = law_outliers([r["flops"] for r in rungs], [r[config.metric] for r in rungs], settings)
+    for i, (rung, curve) in enumerate(zip(rungs, curves, strict=True)):
+        rung["flags"] = [
+            *(curve_reasons(curve, settings) if curve is not None else []),
+            *([checked.flagged[i]] if i in checked.flagged else []),
+        ]
+        rung["curve_checked"] = curve is not None
+        rung["law_deviation"] = checked.deviation.get(i)
+    return {
+        "band_sigmas": config.band_sigmas,
+        "noise": checked.noise,
+        "note": checked.note,
+        "curves_checked": sum(c is not None for c in curves),
+    }
+
+
+def _prediction(config: ForecastConfig, predicted: float, interval, notes: list[str]) -> dict:
+    return {
+        "flops": config.target_flops,
+        config.metric: predicted,
+        "interval": list(interval) if interval else None,
+        "confidence": config.confidence,
+        "interval_note": "; ".join(notes) or None,
+    }
+
+
 def forecast(config: ForecastConfig) -> dict:
-    """Fit the law to the rungs, predict at the target, write `forecast.json` and `forecast.png`."""
+    """Check the rungs, fit the law to them, predict at the target, write `forecast.json` and `forecast.png`."""
     from marin.storage.paths import portable_path
 
-    rungs = []
+    rungs, curves = [], []
     for evaluation in config.evaluations:
         where = posixpath.join(evaluation, "results.json")
         results = _read(where)
@@ -276,25 +269,36 @@ def forecast(config: ForecastConfig) -> dict:
                 config.metric: _rung(results, config, where),
             }
         )
-    rungs.sort(key=lambda r: r["flops"])
-    fit = fit_law([r["flops"] for r in rungs], [r[config.metric] for r in rungs])
+        curves.append(_train_curve(evaluation, results))
+    order = sorted(range(len(rungs)), key=lambda i: rungs[i]["flops"])
+    rungs, curves = [rungs[i] for i in order], [curves[i] for i in order]
+    rung_check = check_rungs(config, rungs, curves)
+    flagged = [r for r in rungs if r["flags"]]
+    kept = [r for r in rungs if not r["flags"]]
+    if flagged and len(kept) < 3:
+        rung_check["note"] = (
+            f"{len(flagged)} of {len(rungs)} rungs flagged: fewer than 3 are left, so the fit uses every rung"
+        )
+    used = kept if flagged and config.drop_flagged and len(kept) >= 3 else rungs
+    fit, predicted, interval, notes = fit_and_predict(config, used)
     for r in rungs:
         r["fitted"] = float(fit.predict(r["flops"]))
         r["residual"] = r[config.metric] - r["fitted"]
-    predicted = float(fit.predict(config.target_flops))
-    if config.interval == "bootstrap":
-        interval = bootstrap_interval(
-            fit,
-            [r["flops"] for r in rungs],
-            [r[config.metric] for r in rungs],
-            config.target_flops,
-            config.confidence,
-            config.samples,
-            config.seed,
-        )
-    else:
-        interval = prediction_interval(fit, config.target_flops, config.confidence, config.samples, config.seed)
-    notes = unconstrained_notes(fit, predicted, interval, len(rungs), config.max_interval_fraction, config.interval)
+        r["in_fit"] = any(r is u for u in used)
+    alternative = None
+    if flagged and len(kept) >= 3:
+        other = rungs if used is kept else kept
+        other_fit, other_predicted, other_interval, other_notes = fit_and_predict(config, other)
+        alternative = {
+            "rungs": "every rung, the flagged included" if other is rungs else "the rungs not flagged",
+            "fit": {"a": other_fit.a, "b": other_fit.b, "c": other_fit.c, "reference_flops": other_fit.reference_flops},
+            **_prediction(config, other_predicted, other_interval, other_notes),
+        }
+    used_rungs = [r for r in rungs if r["in_fit"]]
+    from marin.evaluation.forecast_curve import forecast_curve
+
+    with_curves = [(r, c) for r, c in zip(rungs, curves, strict=True) if r["in_fit"] and c]
+    curve = forecast_curve([r["flops"] for r, _ in with_curves], [c for _, c in with_curves], config.target_flops)
     out = {
         "law": f"{config.metric}(C) = a * C^(-b) + c, C = 6 * N * D FLOPs",
         "metric": config.metric,
@@ -302,15 +306,15 @@ def forecast(config: ForecastConfig) -> dict:
         "fit": {"a": fit.a, "b": fit.b, "c": fit.c, "reference_flops": fit.reference_flops},
         "covariance_scaled": fit.covariance,
         "rungs": rungs,
-        "rmse": math.sqrt(sum(r["residual"] ** 2 for r in rungs) / len(rungs)),
+        "rmse": math.sqrt(sum(r["residual"] ** 2 for r in used_rungs) / len(used_rungs)),
         "prediction": {
-            "flops": config.target_flops,
-            config.metric: predicted,
-            "interval": list(interval) if interval else None,
-            "confidence": config.confidence,
-            "interval_note": "; ".join(notes) or None,
+            **_prediction(config, predicted, interval, notes),
             "cost": target_cost(config.target_flops),
+            "curve": curve,
         },
+        "flagged_rungs": [{"evaluation": r["evaluation"], "flops": r["flops"], "reasons": r["flags"]} for r in flagged],
+        "rung_check": rung_check,
+        "prediction_other": alternative,
         "constrained": not notes,
         "notes": notes,
     }
@@ -325,6 +329,16 @@ def forecast(config: ForecastConfig) -> dict:
     )
     for note in notes:
         logger.warning("forecast not constrained by its rungs: %s", note)
+    for r in flagged:
+        logger.warning("rung %s is off its family: %s", r["evaluation"], "; ".join(r["flags"]))
+    if alternative is not None:
+        logger.warning(
+            "forecast with %s: %s %.4f (interval %s)",
+            alternative["rungs"],
+            config.metric,
+            alternative[config.metric],
+            alternative["interval"],
+        )
     return out
 
 
@@ -388,7 +402,10 @@ def plot(fit: Fit, rungs: list[dict], config: ForecastConfig, predicted: float, 
     grid = np.geomspace(min(flops.min(), config.target_flops) / 1.5, max(flops.max(), config.target_flops) * 1.5, 200)
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     ax.plot(grid, fit.predict(grid), color="tab:blue", label=f"fit: {fit.a:.3g}·C^-{fit.b:.3f} + {fit.c:.3f}")
-    ax.scatter(flops, values, color="tab:orange", zorder=3, label="ladder rungs")
+    off = np.array([bool(r.get("flags")) for r in rungs])
+    ax.scatter(flops[~off], values[~off], color="tab:orange", zorder=3, label="ladder rungs")
+    if off.any():
+        ax.scatter(flops[off], values[off], color="tab:red", marker="x", s=60, zorder=4, label="flagged rungs")
     if interval is not None:
         ax.errorbar(
             [config.target_flops],

@@ -234,6 +234,19 @@ class TrainConfig(StepConfig):
     """Steps between in-training lm-eval scores (and once at the end)."""
     harness_limit: int | None = versioned_unless_default(None)
     """Documents per task at each in-training score; None: all."""
+    watch_forecast: str | None = input_field(
+        "forecast output", holds_any=("forecast.json",), default=None, unless_default=True
+    )
+    """A forecast step's output whose predicted curve (`prediction.curve`) this run is watched against while it
+    trains (marin.training.forecast_watch); None: not watched."""
+    stop_off_forecast: bool = versioned_unless_default(False)
+    """Stop the run (the step fails, naming the compute saved) once it has left the forecast's band for
+    `forecast_patience` comparisons in a row; False: flag it and train on."""
+    forecast_patience: int = versioned_unless_default(3)
+    """Comparisons in a row outside the band that flag the run."""
+    forecast_check_every: int = versioned_unless_default(0)
+    """Steps between comparisons with the band (each of the mean training loss since the last); 0: every 5 %
+    of the run."""
     wandb_mode: str = unversioned("offline")
     """offline (run folder under `wandb/` in the output), online (needs credentials) or disabled."""
     wandb_project: str = unversioned("marin")
@@ -276,6 +289,15 @@ class TrainConfig(StepConfig):
         if self.harness_tasks and self.harness_every_steps <= 0:
             raise ValueError(
                 f"train.harness_every_steps must be > 0 with harness_tasks, got {self.harness_every_steps}"
+            )
+        if self.stop_off_forecast and self.watch_forecast is None:
+            raise ValueError(
+                "train.stop_off_forecast needs train.watch_forecast (the forecast to watch the run against)"
+            )
+        if self.forecast_patience < 1 or self.forecast_check_every < 0:
+            raise ValueError(
+                f"train.forecast_patience must be >= 1 and train.forecast_check_every >= 0, got "
+                f"{self.forecast_patience} and {self.forecast_check_every}"
             )
         if self.per_device_parallelism != -1 and self.per_device_parallelism <= 0:
             raise ValueError(f"train.per_device_parallelism must be -1 or > 0, got {self.per_device_parallelism}")

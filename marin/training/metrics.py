@@ -76,7 +76,7 @@ def _pick(metrics: dict[str, Any]) -> dict[str, Any]:
             name = "eval_" + "_".join(parts[1:]) if len(parts) > 2 else None
         if name is None and key in ("eval/loss", "eval/bpb"):
             name = key.replace("/", "_")
-        if name is None and key.startswith("harness/"):
+        if name is None and key.startswith(("harness/", "forecast/")):
             name = key
         if name is not None:
             scalar = _scalar(value)

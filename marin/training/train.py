@@ -39,7 +39,7 @@ from typing import Any
 
 from marin.stepkit.context import running_step_resources
 from marin.storage import exists, open_url, url_to_fs, write_text
-from marin.training import distributed, mixture
+from marin.training import distributed, forecast_watch, mixture
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_checkpoints_after, discard_incomplete_checkpoints, list_checkpoints
 from marin.training.config import TrainConfig
@@ -364,6 +364,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
     )
     prepare_levanter_process()
     parent = check_inputs(config)
+    watch = forecast_watch.watch_for(config, write=primary)  # the band is read (and checked) before training
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
     fs, plain = url_to_fs(out)
@@ -418,7 +419,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
                 wandb_sync = WandbSync(env["WANDB_DIR"], posixpath.join(out, "wandb"), out).start()
         with _ONE_TRAINING_PER_PROCESS, _environment(env), _root_logging_restored():
             try:
-                lev_config = levanter_config(config, tokenizer, parent, run_id)
+                lev_config = forecast_watch.watched(levanter_config(config, tokenizer, parent, run_id), watch)
                 around = during_training(config, lev_config) if during_training else contextlib.nullcontext(lev_config)
                 earlier = live_checkpointers()
                 with around as run_config, checkpoint_and_stop_on_request(earlier):
