@@ -140,16 +140,24 @@ class FastEncoder:
         The Rust call releases the GIL and keeps every core busy; making the arrays turns each id into
         a Python int and back under the GIL. Split in two, a pipeline can make one batch's arrays on
         another thread while the next batch is tokenized, instead of leaving the cores idle meanwhile.
-        A long text is encoded in pieces (see the module docstring) and its array made at once.
+        A long text is encoded in pieces (see the module docstring) and its array made at once. The
+        returned function may be called once.
         """
         long = {i for i, t in enumerate(texts) if len(t) > LONG_TEXT_CHARS} if self.pieces is not None else set()
         framed = [self._prefix + t + self._suffix for i, t in enumerate(texts) if i not in long]
         encodings = self._backend.encode_batch_fast(framed)
+        del framed
         done = {i: self._encode_long(texts[i]) for i in sorted(long)}
+        count = len(texts)
 
         def arrays() -> list[np.ndarray]:
             rest = iter(encodings)
-            return [done[i] if i in done else np.array(next(rest).ids, dtype=self.dtype) for i in range(len(texts))]
+            made = [done[i] if i in done else np.array(next(rest).ids, dtype=self.dtype) for i in range(count)]
+            # the Rust encodings (~20 bytes a character) go as soon as their arrays exist, not when the
+            # caller drops this function: a pipeline keeps it in a future until later batches are queued
+            encodings.clear()
+            done.clear()
+            return made
 
         return arrays
 

@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation")
 PARTS = ".parts"
-BATCH_CHARS = 1 << 22
+BATCH_CHARS = 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +96,7 @@ class TokenizeConfig(StepConfig):
     validation_fraction: float = 0.05
     """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
     batch_size: int = unversioned(1024)
-    """Documents per tokenizer call, at most (a call also ends at ~4 Mi characters); the output does not depend on it."""
+    """Documents per tokenizer call, at most (a call also ends at ~1 Mi characters); the output does not depend on it."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
     text_key: str = versioned_unless_default("text")
@@ -290,8 +290,9 @@ def _release_freed_memory() -> None:
 
     The encoder threads allocate in their own malloc arenas, which glibc keeps after the shard's texts
     and arrays are freed; without a trim the next shard's reads land beside them and peak RSS grows
-    with the number of shards a process takes. The driver trims after each part it assembles (measured
-    at 1 GB: peak 687 MB without, 574 MB with, against 537 MB at 63 MB).
+    with the number of shards a process takes. The driver trims after each run of ~4 Mi tokens it reads
+    back from a part to assemble the caches (measured, one shard of 75 MB: the assembly's peak 260 MB
+    trimming only after the part, against 225 MB at 25 MB; docs/benchmarks-data.md).
     """
     trim = _malloc_trim()
     if trim is not None:
@@ -389,6 +390,8 @@ def _read_part(part_path: str, split: str, counts: dict, dtype) -> Iterator[list
             last = max(first + 1, int(np.searchsorted(ends, start + READ_TOKENS, side="right")))
             run = np.frombuffer(f.read((int(ends[last - 1]) - start) * dtype.itemsize), dtype=dtype)
             yield np.split(run, ends[first : last - 1] - start)
+            del run
+            _release_freed_memory()  # the runs written since are freed: the heap stays flat however long the part
             first = last
 
 
@@ -463,7 +466,6 @@ def tokenize(config: TokenizeConfig) -> dict:
             for path, part in zip(part_paths, parts, strict=True):
                 if part["splits"][split]["documents"]:
                     yield from _read_part(path, split, part["splits"][split], encoder.dtype)
-                    _release_freed_memory()  # each part's buffers freed, so the heap stays flat
 
         write_cache(cache_dir, encoder, batches())
 
