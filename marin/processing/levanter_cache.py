@@ -587,8 +587,8 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
     `input_ids/data`: the tokens), then `shard_ledger.json` as its `CacheLedger` serialises it. The
     offsets are written through tensorstore in runs of about TOKENS_PER_WRITE tokens whatever the
     batches are (each write rewrites the offsets' chunk file); the tokens go to `_ShardedData`, which
-    writes the data chunk files with the bytes tensorstore writes, in memory bounded by one run (~50 MB:
-    the rows, then their concatenation) whatever the cache size. On a bucket, finished chunk files move
+    writes the data chunk files with the bytes tensorstore writes, row by row, in memory bounded by one run
+    (~32 MB of int64 rows) whatever the cache size. On a bucket, finished chunk files move
     there after each run (see `_Spiller`).
     """
     rows = tokens = 0
@@ -606,7 +606,8 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
                 pending_tokens += sum(len(ids) for ids in batch)
             if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
                 ends = tokens + np.cumsum([len(ids) for ids in pending], dtype=np.int64)
-                data.extend(np.concatenate(pending).astype(data.dtype, copy=False))
+                for ids in pending:  # row by row: no concatenation of the run beside its rows
+                    data.extend(ids.astype(data.dtype, copy=False))
                 offsets[rows + 1 : rows + 1 + len(pending)].write(ends).result()
                 offsets[0].write(rows + len(pending)).result()
                 rows += len(pending)
