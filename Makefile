@@ -46,6 +46,7 @@ bench: setup
 	PYTHONPATH=. $(PY) benchmarks/browser_bench.py
 	PYTHONPATH=. $(PY) benchmarks/bucket_bench.py
 	PYTHONPATH=. $(PY) benchmarks/data_bench.py
+	PYTHONPATH=. $(PY) benchmarks/tokenize_memory.py --workdir /tmp/marin-data-bench --shards 2,6 --layout one-shard
 	PYTHONPATH=. $(PY) benchmarks/train_bench.py
 	rm -rf /tmp/marin-ladder-bench && time $(PY) experiments/tutorial/tiny_ladder.py --prefix /tmp/marin-ladder-bench --backend local
 	PYTHONPATH=. $(PY) benchmarks/gang_preemption.py

@@ -668,4 +668,4 @@ def test_a_shard_in_a_process_of_its_own_runs_the_rust_tokenizer_on_its_share_of
     assert seen and set(seen) == {"true"}
     assert worker == inline
     for split in ("train", "validation"):
-        assert (tmp_path / f"worker.{split}.npz").read_bytes() == (tmp_path / f"inline.{split}.npz").read_bytes()
+        assert (tmp_path / f"worker.{split}.bin").read_bytes() == (tmp_path / f"inline.{split}.bin").read_bytes()

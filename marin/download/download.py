@@ -5,9 +5,9 @@ fsspec filesystem; the revision is required, so a rerun gets the same bytes; `HF
 `HF_TOKEN` are read when the step runs), `https://host/dir` with explicit `files`, or any fsspec
 folder or file (`gs://`, `s3://`, `file://`, a local path) narrowed by `glob`. Files keep their path
 relative to `source` and are copied in parallel through `marin.stepkit.sharding.run_shards` (a Ray task per
-file, spread over the nodes, when Ray is there; `workers` threads otherwise), each streamed to a temporary name while its
-sha256 is computed and moved into place only when complete (and, when `expected_sha256` names it,
-only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
+file, spread over the nodes, when Ray is there; `workers` threads otherwise), each streamed through
+`marin.storage.open_write` while its sha256 is computed, so it appears only when complete (and, when
+`expected_sha256` names it, only when the hash matches: a mismatch fails the step with the file's name). A rerun skips files
 already in place, so an interrupted download resumes per file. `provenance.json` lists the source
 (relative to the output folder when both are on the same storage, so the bytes do not depend on the
 prefix), the revision, and every file's size and sha256, sorted by path.
@@ -24,16 +24,15 @@ import hashlib
 import logging
 import os
 import re
-import uuid
 from dataclasses import dataclass
 
-import fsspec
+import fsspec  # noqa: TID251 (reads the source only; see docs/design.md, "Steps write through marin.storage")
 
 from marin.processing.documents import write_json
 from marin.provenance.redaction import strip_userinfo
 from marin.stepkit.config import StepConfig, input_field, output_field, unversioned
 from marin.stepkit.sharding import ShardResources, run_shards
-from marin.storage import join, portable_path
+from marin.storage import exists, join, open_read, open_write, portable_path
 
 logger = logging.getLogger(__name__)
 
@@ -148,10 +147,9 @@ def copy_file(config: DownloadConfig, file: SourceFile) -> dict:
 
 
 def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
-    out_fs, out_path = fsspec.core.url_to_fs(dest)
-    if out_fs.exists(out_path):
+    if exists(dest):
         digest, size = hashlib.sha256(), 0
-        with out_fs.open(out_path, "rb") as f:
+        with open_read(dest) as f:
             while chunk := f.read(CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
@@ -159,25 +157,18 @@ def _copy_one(fs, src: str, dest: str, rel: str, expected: str | None) -> dict:
         if expected and sha != expected:
             raise ChecksumMismatchError(f"download: {rel}: existing file has sha256 {sha}, expected {expected}")
         return {"path": rel, "size": size, "sha256": sha, "resumed": True}
-    parent = os.path.dirname(out_path)
-    out_fs.makedirs(parent, exist_ok=True)
-    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}-{os.path.basename(out_path)}"
     digest, size = hashlib.sha256(), 0
-    try:
-        with _opened(fs, src, rel) as fi, out_fs.open(tmp, "wb") as fo:
-            while chunk := fi.read(CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-                fo.write(chunk)
+    # published only when the block ends without error: a mismatch or a failed read leaves nothing at dest
+    with _opened(fs, src, rel) as fi, open_write(dest) as fo:
+        while chunk := fi.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            fo.write(chunk)
         sha = digest.hexdigest()
         if expected and sha != expected:
             raise ChecksumMismatchError(
                 f"download: {rel}: sha256 {sha} does not match expected {expected} (from {strip_userinfo(src)})"
             )
-        out_fs.mv(tmp, out_path)
-    finally:
-        if out_fs.exists(tmp):
-            out_fs.rm(tmp)
     logger.info("downloaded %s (%d bytes)", rel, size)
     return {"path": rel, "size": size, "sha256": sha, "resumed": False}
 

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
-from marin.storage import exists, open_url, url_to_fs
+from marin.storage import exists, join, open_read, open_write, write_text
 from marin.training.checkpoints import checkpoint_step, list_checkpoints, resolve_checkpoint, train_output_of
 from marin.training.config import LlamaModelConfig
 
@@ -169,7 +169,7 @@ def evaluate(config: EvalConfig) -> dict:
     info_path = posixpath.join(train_output, "train_info.json")
     if not exists(info_path):
         raise FileNotFoundError(f"evaluate.checkpoint: {info_path} is missing (not a marin train output?)")
-    with open_url(info_path, "r") as f:
+    with open_read(info_path, "r") as f:
         info = json.load(f)
     step = checkpoint_step(checkpoint)
     logger.info("evaluating %s (step %d) on %s", checkpoint, step, sorted(config.datasets))
@@ -243,16 +243,13 @@ def _write_results(out: str, results: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    fs, plain = url_to_fs(out)
-    fs.makedirs(plain, exist_ok=True)
     rows = [
         {"dataset": name, "step": results["step"], "checkpoint": results["checkpoint"], **values}
         for name, values in sorted(results["datasets"].items())
     ]
-    with fs.open(posixpath.join(plain, "results.parquet"), "wb") as f:
+    with open_write(join(out, "results.parquet")) as f:
         pq.write_table(pa.Table.from_pylist(rows), f)
-    with fs.open(posixpath.join(plain, "results.json"), "w") as f:
-        f.write(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    write_text(join(out, "results.json"), json.dumps(results, indent=2, sort_keys=True) + "\n")
 
 
 __all__ = ["EvalConfig", "evaluate", "list_checkpoints"]

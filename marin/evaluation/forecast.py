@@ -46,7 +46,7 @@ from typing import Literal
 
 from marin.evaluation.scaling_law import Fit, fit_law, law  # noqa: F401 (law: re-exported for its users)
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
-from marin.storage import open_url, url_to_fs
+from marin.storage import join, open_read, write_bytes, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ def bootstrap_interval(fit: Fit, flops, losses, target: float, confidence: float
 
 
 def _read(path: str) -> dict:
-    with open_url(path, "r") as f:
+    with open_read(path, "r") as f:
         return json.load(f)
 
 
@@ -318,12 +318,8 @@ def forecast(config: ForecastConfig) -> dict:
         "constrained": not notes,
         "notes": notes,
     }
-    fs, plain = url_to_fs(config.output_path)
-    fs.makedirs(plain, exist_ok=True)
-    with fs.open(posixpath.join(plain, "forecast.json"), "w") as f:
-        f.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
-    with fs.open(posixpath.join(plain, "forecast.png"), "wb") as f:
-        f.write(plot(fit, rungs, config, predicted, interval))
+    write_text(join(config.output_path, "forecast.json"), json.dumps(out, indent=2, sort_keys=True) + "\n")
+    write_bytes(join(config.output_path, "forecast.png"), plot(fit, rungs, config, predicted, interval))
     logger.info(
         "forecast at %.3g FLOPs: %s %.4f (interval %s)", config.target_flops, config.metric, predicted, interval
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from marin.stepkit.config import StepConfig, input_field, output_field
-from marin.storage import open_url, url_to_fs
+from marin.storage import join, list_dir, modified_time, open_read, write_text
 from marin.storage.layout import INFO_FILE, MANIFEST_FILE
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class ForecastCheckConfig(StepConfig):
 
 
 def _read(path: str) -> dict:
-    with open_url(path, "r") as f:
+    with open_read(path, "r") as f:
         return json.load(f)
 
 
@@ -92,24 +92,6 @@ def compare(forecast: dict, results: dict, where: str = "results.json") -> dict:
     }
 
 
-def modified_at(path: str) -> datetime | None:
-    """The storage's modification time of `path` (UTC), or None when it does not exist."""
-    fs, plain = url_to_fs(path)
-    try:
-        info = fs.info(plain)
-    except FileNotFoundError:
-        return None
-    for key in ("mtime", "updated", "LastModified", "last_modified", "timeCreated", "created"):
-        value = info.get(key)
-        if isinstance(value, int | float):
-            return datetime.fromtimestamp(value, tz=UTC)
-        if isinstance(value, datetime):
-            return value if value.tzinfo else value.replace(tzinfo=UTC)
-        if isinstance(value, str):
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return fs.modified(plain).replace(tzinfo=UTC)
-
-
 def forecast_record(forecast_output: str) -> dict:
     """Which forecast was checked: its step's name and hash and the sha256 of its `forecast.json`."""
     from marin.storage import read_text
@@ -126,17 +108,18 @@ def forecast_record(forecast_output: str) -> dict:
 
 def target_started_at(train_output: str) -> datetime | None:
     """When the target run began, on the storage's clock (see the module docstring)."""
-    times = [modified_at(posixpath.join(train_output, INFO_FILE))]
-    fs, plain = url_to_fs(train_output)
-    for meta in sorted(fs.glob(posixpath.join(plain, "checkpoints", "step-*", "metadata.json"))):
-        times.append(modified_at(fs.unstrip_protocol(meta) if "://" in train_output else meta))
+    times = [modified_time(join(train_output, INFO_FILE))]
+    checkpoints = join(train_output, "checkpoints")
+    for name in list_dir(checkpoints):
+        if name.startswith("step-"):
+            times.append(modified_time(join(checkpoints, name, "metadata.json")))
     found = [t for t in times if t is not None]
     return min(found) if found else None
 
 
 def preregistration(config: ForecastCheckConfig) -> dict:
     """When the forecast was written and the target started; raises when the forecast came after."""
-    written = modified_at(posixpath.join(config.forecast, "forecast.json"))
+    written = modified_time(posixpath.join(config.forecast, "forecast.json"))
     if config.train is None:
         return {"forecast_written_at": _iso(written), "target_started_at": None, "preregistered": None}
     started = target_started_at(config.train)
@@ -171,12 +154,8 @@ def forecast_check(config: ForecastCheckConfig) -> dict:
     check["evaluation_output"] = portable_path(config.evaluation, config.output_path)
     check["train_output"] = portable_path(config.train, config.output_path) if config.train else None
     check["preregistered"] = times["preregistered"]
-    fs, plain = url_to_fs(config.output_path)
-    fs.makedirs(plain, exist_ok=True)
-    with fs.open(posixpath.join(plain, "check.json"), "w") as f:
-        f.write(json.dumps(check, indent=2, sort_keys=True) + "\n")
-    with fs.open(posixpath.join(plain, "preregistration.json"), "w") as f:
-        f.write(json.dumps(times, indent=2, sort_keys=True) + "\n")
+    write_text(join(config.output_path, "check.json"), json.dumps(check, indent=2, sort_keys=True) + "\n")
+    write_text(join(config.output_path, "preregistration.json"), json.dumps(times, indent=2, sort_keys=True) + "\n")
     write_volatile_list(config.output_path, ["preregistration.json"])
     check.update({k: v for k, v in times.items() if k != "preregistered"})
     logger.info(

@@ -25,12 +25,11 @@ import contextlib
 import json
 import logging
 import os
-import posixpath
 from dataclasses import dataclass
 
 from marin.evaluation.tasks import SHIPPED
 from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
-from marin.storage import url_to_fs
+from marin.storage import join, open_write, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -228,14 +227,10 @@ def _portable_configs(configs: dict) -> dict:
 
 
 def write_outputs(out: str, summary: dict, raw: dict) -> None:
-    fs, plain = url_to_fs(out)
-    fs.makedirs(posixpath.join(plain, "samples"), exist_ok=True)
-    with fs.open(posixpath.join(plain, "metrics.json"), "w") as f:
-        f.write(_dumps(summary, indent=2) + "\n")
-    with fs.open(posixpath.join(plain, "task_configs.json"), "w") as f:
-        f.write(_dumps(_portable_configs(raw.get("configs", {})), indent=2) + "\n")
+    write_text(join(out, "metrics.json"), _dumps(summary, indent=2) + "\n")
+    write_text(join(out, "task_configs.json"), _dumps(_portable_configs(raw.get("configs", {})), indent=2) + "\n")
     for task, samples in sorted(raw.get("samples", {}).items()):
-        with fs.open(posixpath.join(plain, "samples", f"{task}.jsonl"), "w") as f:
+        with open_write(join(out, "samples", f"{task}.jsonl"), "w") as f:
             for sample in sorted(samples, key=lambda s: s["doc_id"]):
                 f.write(_dumps(sample) + "\n")
 

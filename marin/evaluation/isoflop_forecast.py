@@ -23,7 +23,7 @@ from typing import Literal
 
 from marin.evaluation.isoflop import IsoflopFit, bootstrap, fit_isoflop
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
-from marin.storage import open_url, url_to_fs
+from marin.storage import join, open_read, write_bytes, write_text
 from marin.training.config import LlamaModelConfig
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def choose_config(
 
 
 def _rung(path: str, dataset: str | None) -> dict:
-    with open_url(posixpath.join(path, "results.json"), "r") as f:
+    with open_read(posixpath.join(path, "results.json"), "r") as f:
         results = json.load(f)
     if dataset is None:
         loss = results["macro_loss"]
@@ -198,12 +198,8 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
         "constrained": prediction is not None,
         "notes": notes,
     }
-    fs, plain = url_to_fs(config.output_path)
-    fs.makedirs(plain, exist_ok=True)
-    with fs.open(posixpath.join(plain, "forecast.json"), "w") as f:
-        f.write(json.dumps(out, indent=2, sort_keys=True) + "\n")
-    with fs.open(posixpath.join(plain, "forecast.png"), "wb") as f:
-        f.write(plot(fit, config.target_flops, prediction))
+    write_text(join(config.output_path, "forecast.json"), json.dumps(out, indent=2, sort_keys=True) + "\n")
+    write_bytes(join(config.output_path, "forecast.png"), plot(fit, config.target_flops, prediction))
     logger.info("isoFLOP forecast at %.3g FLOPs: %s; notes: %s", config.target_flops, prediction, notes)
     return out
 

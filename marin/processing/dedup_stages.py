@@ -33,12 +33,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
 
-import fsspec
 import numpy as np
 
 from marin.processing.documents import DocumentStream, ReadReport, shard_name, step_documents
 from marin.processing.minhash import MinHashConfig, MinHasher
-from marin.storage import join, open_write, read_bytes, read_range, write_bytes
+from marin.storage import join, open_read, open_write, read_bytes, read_range, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -326,7 +325,7 @@ def _ids_of(config: DedupConfig, wanted: np.ndarray) -> dict[int, str]:
     found: dict[int, str] = {}
     for shard in np.unique(wanted >> np.uint64(32)).tolist():
         indices = set((wanted[(wanted >> np.uint64(32)) == shard] & np.uint64(0xFFFFFFFF)).tolist())
-        with fsspec.open(work(config, "scan", f"{shard:05d}.ids"), "rb") as f:
+        with open_read(work(config, "scan", f"{shard:05d}.ids")) as f:
             for index, line in enumerate(f):
                 if index in indices:
                     found[(shard << 32) | index] = json.loads(line)

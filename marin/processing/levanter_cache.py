@@ -140,16 +140,24 @@ class FastEncoder:
         The Rust call releases the GIL and keeps every core busy; making the arrays turns each id into
         a Python int and back under the GIL. Split in two, a pipeline can make one batch's arrays on
         another thread while the next batch is tokenized, instead of leaving the cores idle meanwhile.
-        A long text is encoded in pieces (see the module docstring) and its array made at once.
+        A long text is encoded in pieces (see the module docstring) and its array made at once. The
+        returned function may be called once.
         """
         long = {i for i, t in enumerate(texts) if len(t) > LONG_TEXT_CHARS} if self.pieces is not None else set()
         framed = [self._prefix + t + self._suffix for i, t in enumerate(texts) if i not in long]
         encodings = self._backend.encode_batch_fast(framed)
+        del framed
         done = {i: self._encode_long(texts[i]) for i in sorted(long)}
+        count = len(texts)
 
         def arrays() -> list[np.ndarray]:
             rest = iter(encodings)
-            return [done[i] if i in done else np.array(next(rest).ids, dtype=self.dtype) for i in range(len(texts))]
+            made = [done[i] if i in done else np.array(next(rest).ids, dtype=self.dtype) for i in range(count)]
+            # the Rust encodings (~20 bytes a character) go as soon as their arrays exist, not when the
+            # caller drops this function: a pipeline keeps it in a future until later batches are queued
+            encodings.clear()
+            done.clear()
+            return made
 
         return arrays
 
@@ -579,8 +587,8 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
     `input_ids/data`: the tokens), then `shard_ledger.json` as its `CacheLedger` serialises it. The
     offsets are written through tensorstore in runs of about TOKENS_PER_WRITE tokens whatever the
     batches are (each write rewrites the offsets' chunk file); the tokens go to `_ShardedData`, which
-    writes the data chunk files with the bytes tensorstore writes, in memory bounded by one run (~50 MB:
-    the rows, then their concatenation) whatever the cache size. On a bucket, finished chunk files move
+    writes the data chunk files with the bytes tensorstore writes, row by row, in memory bounded by one run
+    (~32 MB of int64 rows) whatever the cache size. On a bucket, finished chunk files move
     there after each run (see `_Spiller`).
     """
     rows = tokens = 0
@@ -598,7 +606,8 @@ def write_cache(cache_dir: str, encoder: LevanterEncoder, batches: Iterable[Sequ
                 pending_tokens += sum(len(ids) for ids in batch)
             if pending and (batch is None or pending_tokens >= TOKENS_PER_WRITE):
                 ends = tokens + np.cumsum([len(ids) for ids in pending], dtype=np.int64)
-                data.extend(np.concatenate(pending).astype(data.dtype, copy=False))
+                for ids in pending:  # row by row: no concatenation of the run beside its rows
+                    data.extend(ids.astype(data.dtype, copy=False))
                 offsets[rows + 1 : rows + 1 + len(pending)].write(ends).result()
                 offsets[0].write(rows + len(pending)).result()
                 rows += len(pending)

@@ -24,20 +24,21 @@ document's split never depends on the shard layout.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import contextvars
 import ctypes
 import functools
 import hashlib
-import io
 import json
 import logging
 import os
 import uuid
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 
@@ -60,13 +61,24 @@ from marin.processing.levanter_cache import (
 )
 from marin.stepkit.config import StepConfig, input_field, output_field, unversioned, versioned_unless_default
 from marin.stepkit.sharding import LEDGERS, ShardResources, ray_available, run_shards
-from marin.storage import delete, exists, join, portable_path, read_bytes, write_bytes, write_volatile_list
+from marin.storage import (
+    delete,
+    exists,
+    join,
+    open_read,
+    open_write,
+    portable_path,
+    read_range,
+    size,
+    write_bytes,
+    write_volatile_list,
+)
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation")
 PARTS = ".parts"
-BATCH_CHARS = 1 << 22
+BATCH_CHARS = 1 << 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +96,7 @@ class TokenizeConfig(StepConfig):
     validation_fraction: float = 0.05
     """Without validation_path: the fraction of documents (by hash of id) that go to validation."""
     batch_size: int = unversioned(1024)
-    """Documents per tokenizer call, at most (a call also ends at ~4 Mi characters); the output does not depend on it."""
+    """Documents per tokenizer call, at most (a call also ends at ~1 Mi characters); the output does not depend on it."""
     skip_bad_documents: bool = versioned_unless_default(False)
     """Skip and count lines that are not valid documents instead of failing on the first."""
     text_key: str = versioned_unless_default("text")
@@ -122,56 +134,78 @@ def _part_name(kind: str, index: int) -> str:
     return f"{kind}-{index:05d}"
 
 
-@dataclass(frozen=True)
-class ShardTexts:
-    """What `read_shard` read: texts in file order, the split of each, and what was skipped."""
-
-    shard_path: str
-    texts: list[str]
-    splits: list[str]
-    report: ReadReport
-
-
 def read_shard(
     shard_path: str,
     validation_fraction: float | None,
     skip_bad: bool,
     text_key: str = "text",
     id_key: str | None = "id",
-) -> ShardTexts:
-    """The texts of one input shard and the split of each (None: every document is validation)."""
-    report = ReadReport()
-    texts: list[str] = []
-    splits: list[str] = []
+    report: ReadReport | None = None,
+) -> Iterator[tuple[str, str]]:
+    """(text, split) of each document of one input shard, in file order, read as they are consumed
+    (None as the fraction: every document is validation); skipped lines are counted in `report`."""
     for doc in read_documents(shard_path, skip_bad=skip_bad, report=report, text_key=text_key, id_key=id_key):
-        texts.append(doc["text"])
         to_validation = validation_fraction is None or is_validation(doc["id"], validation_fraction)
-        splits.append("validation" if to_validation else "train")
-    return ShardTexts(shard_path, texts, splits, report)
+        yield doc["text"], "validation" if to_validation else "train"
 
 
-def write_part(part_path: str, shard: ShardTexts, ids: list[np.ndarray]) -> dict:
-    """Write a shard's ids as `part_path`.<split>.npz (ids and lengths); returns its counts (its ledger's stats)."""
-    if len(ids) != len(shard.texts):
-        raise RuntimeError(
-            f"tokenize: {len(ids)} id arrays for the {len(shard.texts)} documents of {shard.shard_path}"
-            " (a batch failed); its part is not marked done"
-        )
-    counts: dict[str, dict] = {}
-    for split in SPLITS:
-        mine = [i for i, s in enumerate(shard.splits) if s == split]
-        lengths = np.array([len(ids[i]) for i in mine], dtype=np.int64)
-        counts[split] = {
-            "documents": len(mine),
-            "tokens": int(lengths.sum()),
-            "bytes": sum(len(shard.texts[i].encode("utf-8")) for i in mine),
+class PartWriter:
+    """A shard's part, written while its batches are encoded: per split, `part_path`.<split>.bin holds the
+    documents' ids end to end (little-endian, the encoder's dtype) and then their lengths (int64), published
+    (marin.storage.open_write) only when the shard is done, so memory holds no more than the batches in flight.
+
+    Use it as a context manager: leaving the block by an exception publishes nothing. `add` takes a batch
+    of (text, split) documents and their ids, in document order.
+    """
+
+    def __init__(self, part_path: str, dtype):
+        self.part_path = part_path
+        self.dtype = np.dtype(dtype).newbyteorder("<")
+        self.documents = 0
+        self._streams = contextlib.ExitStack()
+        self._files: dict[str, IO] = {}
+        self._lengths = {split: array.array("q") for split in SPLITS}
+        self._bytes: dict[str, int] = dict.fromkeys(SPLITS, 0)
+
+    def __enter__(self) -> PartWriter:
+        self._streams.__enter__()
+        return self
+
+    def add(self, docs: Sequence[tuple[str, str]], ids: Sequence[np.ndarray]) -> None:
+        if len(ids) != len(docs):
+            raise RuntimeError(
+                f"tokenize: {len(ids)} id arrays for a batch of {len(docs)} documents of {self.part_path}"
+                " (a batch failed); its part is not marked done"
+            )
+        for (text, split), row in zip(docs, ids, strict=True):
+            f = self._files.get(split)
+            if f is None:
+                f = self._files[split] = self._streams.enter_context(open_write(part_file(self.part_path, split)))
+            f.write(np.ascontiguousarray(row, dtype=self.dtype).data)
+            self._lengths[split].append(len(row))
+            self._bytes[split] += len(text.encode("utf-8"))
+        self.documents += len(docs)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            for split, f in self._files.items():
+                f.write(np.frombuffer(self._lengths[split], dtype=np.int64).astype("<i8", copy=False).data)
+        self._streams.__exit__(exc_type, exc, tb)
+
+    def counts(self) -> dict[str, dict]:
+        """Documents, tokens and bytes of text per split (the part's ledger stats)."""
+        return {
+            split: {
+                "documents": len(self._lengths[split]),
+                "tokens": int(sum(self._lengths[split])),
+                "bytes": self._bytes[split],
+            }
+            for split in SPLITS
         }
-        if mine:
-            buf = io.BytesIO()
-            np.savez(buf, ids=np.concatenate([ids[i] for i in mine]), lengths=lengths)
-            write_bytes(f"{part_path}.{split}.npz", buf.getvalue())
-    logger.info("tokenized shard %s (%d documents) into %s", shard.shard_path, len(shard.texts), part_path)
-    return {"splits": counts, "skipped_bad_documents": dict(sorted(shard.report.skipped.items()))}
+
+
+def part_file(part_path: str, split: str) -> str:
+    return f"{part_path}.{split}.bin"
 
 
 @dataclass(frozen=True)
@@ -201,27 +235,33 @@ class TokenizeShard:
     validation_fraction: float | None
     """The share of documents sent to validation by the hash of their id; None: all (a validation_path shard)."""
     part_path: str
-    """Where its ids go: `part_path`.<split>.npz."""
+    """Where its ids go: `part_path`.<split>.bin (`PartWriter`)."""
 
 
 def tokenize_shard(job: TokenizeJob, shard: TokenizeShard) -> dict:
-    """Tokenize one input shard into its part, start to end; returns its counts.
+    """Tokenize one input shard into its part, start to end, streaming; returns its counts.
 
-    In the driver's own process (inline) the Rust tokenizer spreads each call over every core, with two
-    calls in flight. A process of its own (a pool worker or a Ray task) gets `job.cores`: with one, the
-    Rust calls run serially in one encoder thread (`TOKENIZERS_PARALLELISM=false` while the shard runs),
-    since a rayon pool of every core in each of several processes oversubscribes the cores and its idle
-    threads spin (measured: 28.2 CPU-s for five shards on two workers, 21.4 with one rayon thread each).
-    With more, rayon gets that many threads if its pool has not started yet (`RAYON_NUM_THREADS`).
+    Documents are read, encoded and written to the part as they come (`encode_pipelined` into a
+    `PartWriter`), so a shard's memory is its batches in flight whatever its size. In the driver's own
+    process (inline) the Rust tokenizer spreads each call over every core, with two calls in flight. A
+    process of its own (a pool worker or a Ray task) gets `job.cores`: with one, the Rust calls run serially
+    in one encoder thread (`TOKENIZERS_PARALLELISM=false` while the shard runs), since a rayon pool of every
+    core in each of several processes oversubscribes the cores and its idle threads spin (measured: 28.2
+    CPU-s for five shards on two workers, 21.4 with one rayon thread each). With more, rayon gets that many
+    threads if its pool has not started yet (`RAYON_NUM_THREADS`).
     """
     encoder = encoder_from_spec(job.encoder_spec)
-    texts = read_shard(shard.input_path, shard.validation_fraction, job.skip_bad, job.text_key, job.id_key)
-    with _cores(0 if is_registered(job.encoder_spec) else job.cores) as encoders:
-        ids = encode_pipelined(encoder, texts.texts, job.batch_size, encoders=encoders)
-    counts = write_part(shard.part_path, texts, ids)
-    del texts, ids
+    report = ReadReport()
+    docs = read_shard(shard.input_path, shard.validation_fraction, job.skip_bad, job.text_key, job.id_key, report)
+    with (
+        _cores(0 if is_registered(job.encoder_spec) else job.cores) as encoders,
+        PartWriter(shard.part_path, encoder.dtype) as part,
+    ):
+        encode_pipelined(encoder, docs, job.batch_size, part.add, encoders=encoders)
+    logger.info("tokenized shard %s (%d documents) into %s", shard.input_path, part.documents, shard.part_path)
+    del docs
     _release_freed_memory()
-    return counts
+    return {"splits": part.counts(), "skipped_bad_documents": dict(sorted(report.skipped.items()))}
 
 
 @contextlib.contextmanager
@@ -250,8 +290,9 @@ def _release_freed_memory() -> None:
 
     The encoder threads allocate in their own malloc arenas, which glibc keeps after the shard's texts
     and arrays are freed; without a trim the next shard's reads land beside them and peak RSS grows
-    with the number of shards a process takes. The driver trims after each part it assembles (measured
-    at 1 GB: peak 687 MB without, 574 MB with, against 537 MB at 63 MB).
+    with the number of shards a process takes. The driver trims after each run of ~4 Mi tokens it reads
+    back from a part to assemble the caches (measured, one shard of 75 MB: the assembly's peak 260 MB
+    trimming only after the part, against 225 MB at 25 MB; docs/benchmarks-data.md).
     """
     trim = _malloc_trim()
     if trim is not None:
@@ -269,62 +310,89 @@ def _submit(pool: ThreadPoolExecutor, fn, *args) -> Future:
 
 
 def encode_pipelined(
-    encoder: LevanterEncoder | FastEncoder, texts: list[str], batch_size: int, encoders: int = 2
-) -> list[np.ndarray]:
-    """The ids of `texts`, in order, keeping the tokenizer busy.
+    encoder: LevanterEncoder | FastEncoder,
+    docs: Iterable[tuple[str, str]],
+    batch_size: int,
+    sink: Callable[[list[tuple[str, str]], list[np.ndarray]], None],
+    encoders: int = 2,
+) -> None:
+    """Encodes the (text, split) `docs` as they are read, handing each batch and its ids to `sink`, in order,
+    keeping the tokenizer busy.
 
     Texts go to the tokenizer in batches of at most `batch_size` texts and about BATCH_CHARS characters
     (the encodings of a batch take ~20 bytes per character until their arrays are made, so batches of
     long documents would otherwise grow with the documents). `encoders` threads (two by default) hand
     batches to the Rust tokenizer, which releases the GIL and, unless limited (`_cores`), spreads each
     call over every core (with two calls in flight, the cores that finish one call's last documents
-    early start on the next); a finisher thread makes each batch's arrays, in order, under the GIL
-    meanwhile. At most `encoders` + 1 batches are being encoded and two wait for the finisher. Every
-    thread runs in a copy of this context, so what it logs reaches the step's log.
+    early start on the next); a finisher thread makes each batch's arrays and calls `sink`, in order,
+    under the GIL meanwhile, while this thread reads the next documents. At most `encoders` + 1 batches
+    are being encoded and two wait for the finisher, so memory does not depend on how many documents
+    there are. Every thread runs in a copy of this context, so what it logs reaches the step's log.
     """
-    arrays: list[np.ndarray] = []
     with (
         ThreadPoolExecutor(encoders, thread_name_prefix="tokenize-encode") as pool,
         ThreadPoolExecutor(1, thread_name_prefix="tokenize-finish") as finisher,
     ):
         encoding: deque[Future] = deque()
         finishing: deque[Future] = deque()
-        for batch in _batches(texts, batch_size):
-            encoding.append(_submit(pool, encoder.encode_later, batch))
-            finishing.append(_submit(finisher, _extend_with, arrays, encoding[-1]))
+        for batch in _batches(docs, batch_size):
+            encoding.append(_submit(pool, encoder.encode_later, [text for text, _ in batch]))
+            finishing.append(_submit(finisher, _finish, sink, batch, encoding[-1]))
             while len(encoding) > encoders:  # one batch queued behind those encoding: the encoders never wait
                 encoding.popleft().result()
             while len(finishing) > 2:
                 finishing.popleft().result()
+            del batch
         while finishing:
             finishing.popleft().result()
-    return arrays
 
 
-def _batches(texts: list[str], batch_size: int) -> Iterator[list[str]]:
-    start = 0
-    while start < len(texts):
-        end, chars = start, 0
-        while end < len(texts) and end - start < batch_size and (end == start or chars < BATCH_CHARS):
-            chars += len(texts[end])
-            end += 1
-        yield texts[start:end]
-        start = end
+def _batches(docs: Iterable[tuple[str, str]], batch_size: int) -> Iterator[list[tuple[str, str]]]:
+    batch: list[tuple[str, str]] = []
+    chars = 0
+    for doc in docs:
+        if batch and (len(batch) >= batch_size or chars >= BATCH_CHARS):
+            yield batch
+            batch, chars = [], 0
+        batch.append(doc)
+        chars += len(doc[0])
+    if batch:
+        yield batch
 
 
-def _extend_with(arrays: list[np.ndarray], encoded: Future) -> None:
-    arrays.extend(encoded.result()())
+def _finish(sink, batch: list[tuple[str, str]], encoded: Future) -> None:
+    sink(batch, encoded.result()())
 
 
-def _read_part(part_path: str, split: str) -> list[np.ndarray]:
-    raw = read_bytes(f"{part_path}.{split}.npz")
-    if raw is None:
-        raise FileNotFoundError(
-            f"tokenize: part {part_path}.{split}.npz is missing although its shard ledger says done"
+READ_TOKENS = 1 << 22
+"""Tokens per read of a part when the caches are assembled (a few of Levanter's writes, ~32 MB of int64)."""
+
+
+def _read_part(part_path: str, split: str, counts: dict, dtype) -> Iterator[list[np.ndarray]]:
+    """The rows of a part's split (`PartWriter`'s file), in runs of about READ_TOKENS tokens."""
+    path = part_file(part_path, split)
+    dtype = np.dtype(dtype).newbyteorder("<")
+    documents, tokens = counts["documents"], counts["tokens"]
+    found = size(path)
+    if found is None:
+        raise FileNotFoundError(f"tokenize: part {path} is missing although its shard ledger says done")
+    if found != tokens * dtype.itemsize + documents * 8:
+        raise ValueError(
+            f"tokenize: part {path} holds {found} bytes, not the {tokens} tokens and {documents} lengths its ledger"
+            " names (written by another version?); delete the step's .parts folder to tokenize again"
         )
-    with np.load(io.BytesIO(raw)) as part:
-        ids, lengths = part["ids"], part["lengths"]
-    return np.split(ids, np.cumsum(lengths)[:-1])
+    lengths = np.frombuffer(read_range(path, tokens * dtype.itemsize, documents * 8), dtype="<i8")
+    ends = np.cumsum(lengths)
+    with open_read(path) as f:
+        first = 0
+        while first < documents:
+            start = int(ends[first - 1]) if first else 0
+            last = max(first + 1, int(np.searchsorted(ends, start + READ_TOKENS, side="right")))
+            run = np.frombuffer(f.read((int(ends[last - 1]) - start) * dtype.itemsize), dtype=dtype)
+            yield np.split(run, ends[first : last - 1] - start)
+            del run
+            _release_freed_memory()  # the runs written since are freed: the heap stays flat however long the part
+            first = last
 
 
 def _cores_per_shard(config: TokenizeConfig) -> int:
@@ -397,8 +465,7 @@ def tokenize(config: TokenizeConfig) -> dict:
         def batches(split=split) -> Iterator[list[np.ndarray]]:
             for path, part in zip(part_paths, parts, strict=True):
                 if part["splits"][split]["documents"]:
-                    yield _read_part(path, split)
-                    _release_freed_memory()  # each part's buffers (tens of MB) freed, so the heap stays flat
+                    yield from _read_part(path, split, part["splits"][split], encoder.dtype)
 
         write_cache(cache_dir, encoder, batches())
 

@@ -29,7 +29,7 @@ from marin.processing.documents import (
     write_json,
 )
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
-from marin.storage import join
+from marin.storage import join, put_folder
 
 logger = logging.getLogger(__name__)
 
@@ -133,17 +133,10 @@ def train_tokenizer(config: TrainTokenizerConfig) -> dict:
 
 
 def _save_pretrained(tokenizer, output_path: str) -> None:
-    """save_pretrained writes to a local folder; stage it locally and copy for remote paths."""
+    """save_pretrained writes into a local folder: a temporary one, whose files are then published into
+    `output_path` one by one through marin.storage (atomic, with the umask's modes, on any storage)."""
     import tempfile
 
-    import fsspec
-    from fsspec.implementations.local import LocalFileSystem
-
-    fs, root = fsspec.core.url_to_fs(output_path)
-    if isinstance(fs, LocalFileSystem):
-        tokenizer.save_pretrained(root)
-        return
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer.save_pretrained(tmp)
-        fs.makedirs(root, exist_ok=True)
-        fs.put(f"{tmp}/", root.rstrip("/") + "/", recursive=True)
+        put_folder(tmp, output_path)

@@ -20,11 +20,13 @@ import shutil
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import IO
 
 from marin.storage.backends import backend_for
 from marin.storage.conditional import create_if_absent, read_with_version, replace_if_unchanged
-from marin.storage.paths import is_local, protocol_of, strip_protocol
+from marin.storage.paths import filesystem, is_local, join, protocol_of, strip_protocol
+from marin.storage.retry import with_retries
 
 REMOTE_PARALLELISM = 64
 FSYNC = os.environ.get("MARIN_FSYNC", "1") != "0"
@@ -112,6 +114,19 @@ def put_file(local: str, path: str, part_bytes: int | None = None) -> None:
         shutil.copyfileobj(src, dst, COPY_BUFFER)
 
 
+def put_folder(local: str, path: str) -> list[str]:
+    """Uploads every file below the local folder `local` to the same relative path under `path`, each one
+    published like `put_file` (for libraries that can only write into a local folder); returns the relative
+    paths, sorted."""
+    root = strip_protocol(local)
+    rels = sorted(
+        os.path.relpath(os.path.join(folder, name), root) for folder, _, names in os.walk(root) for name in names
+    )
+    for rel in rels:
+        put_file(os.path.join(root, rel), join(path, rel.replace(os.sep, "/")))
+    return rels
+
+
 def get_file(path: str, local: str) -> None:
     """Downloads `path` into the local file `local`, streamed (atomic: a temporary file, then a rename)."""
     with open_read(path) as src, open_write(strip_protocol(local)) as dst:
@@ -131,6 +146,41 @@ def copy(source: str, target: str) -> None:
 def size(path: str) -> int | None:
     """The size of the object `path` in bytes, None when it does not exist."""
     return backend_for(path).size(path)
+
+
+_MODIFIED_KEYS = ("mtime", "updated", "LastModified", "last_modified", "timeCreated", "created")
+
+
+def modified_time(path: str) -> datetime | None:
+    """When the object `path` was last written, on the storage's own clock (UTC); None when it does not exist.
+
+    A local file's mtime, a GCS object's `updated`, an S3 object's `LastModified`: the time the storage
+    itself stamped, so two hosts' clocks never enter a comparison of two such times."""
+    if is_local(path):
+        try:
+            return datetime.fromtimestamp(os.stat(strip_protocol(path)).st_mtime, tz=UTC)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+    fs = filesystem(path)
+
+    def _info():
+        try:
+            return fs.info(path)
+        except FileNotFoundError:
+            return None
+
+    info = with_retries(_info, what=f"info {path}")
+    if info is None or info.get("type") == "directory":
+        return None
+    for key in _MODIFIED_KEYS:
+        value = info.get(key)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, tz=UTC)
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, str):
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    raise OSError(f"{path}: the storage reports no modification time (info keys: {', '.join(sorted(info))})")
 
 
 def append_line(path: str, line: str) -> None:

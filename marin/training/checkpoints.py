@@ -1,4 +1,4 @@
-"""Finding checkpoints in a train step's output, on any fsspec storage, without importing Levanter.
+"""Finding checkpoints in a train step's output, on any storage (through marin.storage), without importing Levanter.
 
 Levanter writes a checkpoint as `checkpoints/step-<N>/` and writes its `metadata.json` last, in the commit
 callback; a folder without it is a checkpoint still being written (or one a crash cut short). Readers here
@@ -9,17 +9,11 @@ checkpoint and never a half-written one.
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 
-from marin.storage import url_to_fs
+from marin.storage import delete, exists, join, list_dir, read_bytes
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-
-
-def _rejoin(original: str, plain: str) -> str:
-    protocol = original.split("://", 1)[0] if "://" in original else None
-    return f"{protocol}://{plain}" if protocol and not plain.startswith(f"{protocol}://") else plain
 
 
 def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
@@ -39,26 +33,21 @@ def list_checkpoints(train_output: str) -> list[tuple[int, str]]:
 
 
 def _complete_checkpoints(train_output: str) -> list[tuple[int, str]]:
-    fs, plain = url_to_fs(train_output)
-    root = posixpath.join(plain, "checkpoints")
-    # Another process (a gang's host 0) may have written since this one listed: no cached listing.
-    fs.invalidate_cache(root)
-    if not fs.exists(root):
-        return []
+    root = join(train_output, "checkpoints")
     found = []
-    for entry in fs.ls(root, detail=False):
-        match = _STEP_DIR.match(posixpath.basename(entry.rstrip("/")))
-        if match and _metadata_ok(fs, entry):
-            found.append((int(match.group(1)), _rejoin(train_output, entry)))
+    for name in list_dir(root):  # never a cached listing: a gang's host 0 may have written since
+        match = _STEP_DIR.match(name)
+        if match and _metadata_ok(join(root, name)):
+            found.append((int(match.group(1)), join(root, name)))
     return sorted(found)
 
 
-def _metadata_ok(fs, checkpoint_dir: str) -> bool:
+def _metadata_ok(checkpoint_dir: str) -> bool:
     """A checkpoint counts once its metadata.json is complete JSON (a kill can leave it empty)."""
+    raw = read_bytes(join(checkpoint_dir, "metadata.json"))
     try:
-        with fs.open(posixpath.join(checkpoint_dir, "metadata.json")) as f:
-            return "step" in json.load(f)
-    except (FileNotFoundError, ValueError, TypeError, KeyError):
+        return raw is not None and "step" in json.loads(raw)
+    except (ValueError, TypeError):
         return False
 
 
@@ -66,17 +55,13 @@ def discard_incomplete_checkpoints(train_output: str) -> list[str]:
     """Deletes step folders a killed run left unfinished (no or unreadable metadata.json), so that
     resuming starts from the last complete checkpoint instead of tripping over a half-written one.
     Only called by the train step while it holds the step's lease: nobody else writes here."""
-    fs, plain = url_to_fs(train_output)
-    root = posixpath.join(plain, "checkpoints")
-    # Another process (a gang's host 0) may have written since this one listed: no cached listing.
-    fs.invalidate_cache(root)
-    if not fs.exists(root):
-        return []
+    root = join(train_output, "checkpoints")
     removed = []
-    for entry in fs.ls(root, detail=False):
-        if _STEP_DIR.match(posixpath.basename(entry.rstrip("/"))) and not _metadata_ok(fs, entry):
-            fs.rm(entry, recursive=True)
-            removed.append(_rejoin(train_output, entry))
+    for name in list_dir(root):
+        path = join(root, name)
+        if _STEP_DIR.match(name) and not _metadata_ok(path):
+            delete(path, recursive=True)
+            removed.append(path)
     return removed
 
 
@@ -91,22 +76,21 @@ def discard_checkpoints_after(train_output: str, step: int) -> list[str]:
     removed = []
     for found, path in _complete_checkpoints(train_output):
         if found > step:
-            fs, plain = url_to_fs(path)
-            fs.rm(plain, recursive=True)
+            delete(path, recursive=True)
             removed.append(path)
     return removed
 
 
 def checkpoint_step(checkpoint: str) -> int:
     """The step recorded in a checkpoint's `metadata.json`."""
-    fs, plain = url_to_fs(checkpoint)
-    with fs.open(posixpath.join(plain, "metadata.json")) as f:
-        return int(json.load(f)["step"])
+    raw = read_bytes(join(checkpoint, "metadata.json"))
+    if raw is None:
+        raise FileNotFoundError(f"{join(checkpoint, 'metadata.json')} does not exist (not a complete checkpoint)")
+    return int(json.loads(raw)["step"])
 
 
 def is_checkpoint(path: str) -> bool:
-    fs, plain = url_to_fs(path)
-    return fs.exists(posixpath.join(plain, "metadata.json"))
+    return exists(join(path, "metadata.json"))
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -136,6 +120,6 @@ def unfinished_training(train_output: str) -> tuple[int | None, int | None] | No
     if not names:
         return None
     staged = staging_path(train_output, names[-1])
-    logged = last_logged_step(posixpath.join(staged, "metrics.jsonl"))
+    logged = last_logged_step(join(staged, "metrics.jsonl"))
     steps = [step for step, _ in _complete_checkpoints(staged) if logged is None or step <= logged]
     return (None if logged is None or logged < 0 else logged), (steps[-1] if steps else None)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import posixpath
 from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
@@ -152,11 +151,9 @@ class Watch:
     def write(self) -> None:
         if self.output_path is None:
             return
-        from marin.storage import url_to_fs
+        from marin.storage import join, write_text
 
-        fs, plain = url_to_fs(self.output_path)
-        with fs.open(posixpath.join(plain, WATCH_FILE), "w") as f:
-            f.write(json.dumps(self.summary(), indent=2, sort_keys=True) + "\n")
+        write_text(join(self.output_path, WATCH_FILE), json.dumps(self.summary(), indent=2, sort_keys=True) + "\n")
 
     def _flag(self, step: int) -> None:
         self.write()

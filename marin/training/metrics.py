@@ -34,13 +34,15 @@ import json
 import logging
 import math
 import os
+import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import fsspec
 from levanter.tracker import Tracker
 from levanter.tracker.tracker import TrackerConfig
+
+from marin.storage import is_local, makedirs, read_text, strip_protocol, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,14 +94,13 @@ class MetricsJsonlTracker(Tracker):
         self.path = path
         self.tokens_per_step = tokens_per_step
         self.dirty = False
-        self.fs, self.plain = fsspec.core.url_to_fs(path)
-        self.local = self.fs.protocol in ("file", ("file", "local")) or "file" in self.fs.protocol
+        self.local = is_local(path)
+        self.plain = strip_protocol(path)
+        """The local file's path, for the appends and the in-place rewrite of its last line."""
         self.remote_flush_s = remote_flush_s
-        self.fs.makedirs(self.fs._parent(self.plain), exist_ok=True)
-        self.lines: list[dict[str, Any]] = []
-        if self.fs.exists(self.plain):
-            with self.fs.open(self.plain, "r") as f:
-                self.lines = [json.loads(line) for line in f if line.strip()]
+        makedirs(posixpath.dirname(path) or ".")
+        text = read_text(path)
+        self.lines: list[dict[str, Any]] = [json.loads(line) for line in (text or "").split("\n") if line.strip()]
         self.pending: dict[str, Any] | None = None
         self.last_line_at: int | None = None
         """Where the last line of a local file begins, when this tracker appended it (so it can be redone)."""
@@ -117,8 +118,7 @@ class MetricsJsonlTracker(Tracker):
             self._rewrite()
 
     def _rewrite(self) -> None:
-        with self.fs.open(self.plain, "w") as f:
-            f.writelines(json.dumps(line, sort_keys=True) + "\n" for line in self.lines)
+        write_text(self.path, "".join(json.dumps(line, sort_keys=True) + "\n" for line in self.lines))
         self.last_flush = time.monotonic()
         self.last_line_at = None
 
@@ -202,12 +202,10 @@ class MetricsJsonlTracker(Tracker):
 def last_logged_step(path: str) -> int | None:
     """The step of the last line of the metrics.jsonl at `path` (-1 when it has none; None when there is no
     such file, as in a folder a checkpoint was copied into to resume from)."""
-    fs, plain = fsspec.core.url_to_fs(path)
-    if not fs.exists(plain):
+    text = read_text(path)
+    if text is None:
         return None
-    with fs.open(plain, "r") as f:
-        steps = [json.loads(line)["step"] for line in f if line.strip()]
-    return max(steps, default=-1)
+    return max((json.loads(line)["step"] for line in text.split("\n") if line.strip()), default=-1)
 
 
 @TrackerConfig.register_subclass("marin_metrics")

@@ -12,7 +12,7 @@ import logging
 import posixpath
 import tempfile
 
-from marin.storage import open_url
+from marin.storage import open_read
 from marin.training.config import LlamaModelConfig
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def write_reference_config(model: LlamaModelConfig, tokenizer: str, vocab_size: 
 
 
 def read_train_info(train_output: str) -> dict:
-    with open_url(posixpath.join(train_output, "train_info.json"), "r") as f:
+    with open_read(posixpath.join(train_output, "train_info.json"), "r") as f:
         return json.load(f)
 
 

@@ -38,7 +38,7 @@ from datetime import timedelta
 from typing import Any
 
 from marin.stepkit.context import running_step_resources
-from marin.storage import exists, open_url, url_to_fs, write_text
+from marin.storage import exists, makedirs, open_read, write_text
 from marin.training import distributed, forecast_watch, mixture
 from marin.training.accelerator import check_accelerator
 from marin.training.checkpoints import discard_checkpoints_after, discard_incomplete_checkpoints, list_checkpoints
@@ -62,7 +62,7 @@ local backend runs steps in threads) take turns."""
 
 
 def _read_json(path: str) -> dict:
-    with open_url(path, "r") as f:
+    with open_read(path, "r") as f:
         return json.load(f)
 
 
@@ -367,8 +367,7 @@ def train(config: TrainConfig, *, during_training: DuringTraining | None = None)
     watch = forecast_watch.watch_for(config, write=primary)  # the band is read (and checked) before training
     tokenizer = resolve_tokenizer(config)
     out = config.output_path
-    fs, plain = url_to_fs(out)
-    fs.makedirs(plain, exist_ok=True)
+    makedirs(out)
     if parent and primary:
         _write_json(
             posixpath.join(out, "phase.json"),
@@ -454,7 +453,7 @@ def _write_cost(
     step_seconds = 0.0
     metrics = posixpath.join(config.output_path, "metrics.jsonl")
     if exists(metrics):
-        with open_url(metrics, "r") as f:
+        with open_read(metrics, "r") as f:
             for line in f:
                 row = json.loads(line) if line.strip() else {}
                 if row.get("step", -1) >= first_step and isinstance(row.get("duration_s"), int | float):
