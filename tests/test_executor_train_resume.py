@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from marin.execution import Executor
 from tests.train_resume_dag import build
 from tests.training_fixtures import corpus
@@ -72,6 +74,7 @@ def test_a_killed_training_resumes_from_its_last_checkpoint_in_the_next_attempt(
     assert not list(Path(out).glob(".executor_attempt.*"))
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_the_step_the_training_reached_and_the_rerun_resumes_from_it(tmp_path):
     dataset = str(corpus(tmp_path / "corpus")["plays_a"])
     prefix = str(tmp_path / "lab")

@@ -39,7 +39,8 @@ def _has_main_block(tree: ast.Module) -> bool:
 def scripts() -> list[Path]:
     found = []
     for path in sorted(EXPERIMENTS.rglob("*.py")):
-        if _has_main_block(ast.parse(path.read_text(), str(path))):
+        text = path.read_text()
+        if "executor_main" in text and _has_main_block(ast.parse(text, str(path))):
             found.append(path)
     return found
 

@@ -25,6 +25,8 @@ from marin.training.forecast_watch import OffForecast
 from marin.training.train import train
 from tests.training_fixtures import corpus, reference_run, tiny_train_config
 
+pytestmark = pytest.mark.slow  # trains: in make test-slow (docs/testing.md)
+
 BROKEN = OptimizerConfig(learning_rate=1.0, warmup=0.1)
 
 

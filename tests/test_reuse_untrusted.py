@@ -318,7 +318,8 @@ def test_reading_a_source_with_2_gb_records_is_bounded_in_memory(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     measured = json.loads(run.stdout.strip().splitlines()[-1])
     assert measured["outcomes"] == ["REUSED", "REUSED"], run.stderr[-3000:]
-    assert measured["peak_rss_mb"] < 700, measured
+    # the old tree read both whole (4.1 GB); alone this takes ~110 MB, in the suite's second worker up to ~930 MB
+    assert measured["peak_rss_mb"] < 1500, measured
     out_b = join(str(tmp_path / "lab-b"), os.path.relpath(paths_a["lab/a"], good))
     assert f"{bad}/lab/a-" in reuse_log(out_b) and "the manifest is larger than" in reuse_log(out_b)
     origin = json.loads(read_bytes(join(out_b, ".executor_info")))["reused_from"]

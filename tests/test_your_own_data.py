@@ -17,6 +17,8 @@ import pytest
 
 from tests.test_readme_commands import PRELUDE, REPO, clone, command_of, readme_blocks  # noqa: F401 - clone: a fixture
 
+pytestmark = pytest.mark.slow  # trains: in make test-slow (docs/testing.md)
+
 PAGE = os.path.join(REPO, "docs", "your-own-data.md")
 BLOCKS = readme_blocks(open(PAGE).read())
 

@@ -6,12 +6,18 @@
 
 docs/your-own-data.md walks through it (`python -m experiments.tutorial.sample_corpus my_corpus` writes such a
 folder). Point CORPUS (or $MY_CORPUS) at your own folder, bucket or hub dataset and adjust the keys. Only the
-steps reading the raw files name the keys: what a step writes always has `id` and `text`.
+steps reading the raw files name the keys: what a step writes always has `id` and `text`. With neither
+$MY_CORPUS nor a `my_corpus` folder here, the script plans and runs on the sample corpus, written (same bytes
+every time) under ~/.cache/marin/sample_corpus.
+
+    marin plan experiments/tutorial/own_data.py
+    python experiments/tutorial/own_data.py --prefix lab --backend local
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 
 from experiments.defaults import default_dedup, default_download, default_filter, default_tokenize, default_tokenizer
 from experiments.defaults_training import default_train
@@ -19,7 +25,24 @@ from experiments.tutorial.tiny_lm import MODEL
 from marin.execution import executor_main
 from marin.training.config import OptimizerConfig
 
-CORPUS = os.path.abspath(os.environ.get("MY_CORPUS", "my_corpus"))
+
+def _corpus() -> str:
+    if os.environ.get("MY_CORPUS") or os.path.isdir("my_corpus"):
+        return os.path.abspath(os.environ.get("MY_CORPUS", "my_corpus"))
+    from experiments.tutorial.sample_corpus import write_sample_corpus
+
+    sample = os.path.join(os.path.expanduser("~"), ".cache", "marin", "sample_corpus")
+    if not os.path.isdir(sample):
+        staged = f"{sample}.tmp-{os.getpid()}"
+        write_sample_corpus(staged)
+        try:
+            os.rename(staged, sample)
+        except OSError:  # another process put it in place first
+            shutil.rmtree(staged, ignore_errors=True)
+    return sample
+
+
+CORPUS = _corpus()
 """Where the raw files are: a folder here, or gs://, s3://, hf://datasets/ORG/NAME@REVISION/..."""
 
 web_raw = default_download("my-web", f"{CORPUS}/web", glob="*.parquet")  # the default glob is **/*.jsonl.gz

@@ -8,7 +8,6 @@ and every step's `.executor_status` fresh (one batched read per root), so a page
 from __future__ import annotations
 
 import json
-import re
 import time
 
 from marin.browser.costs import experiment_costs
@@ -40,7 +39,7 @@ from marin.browser.results import Headline, headlines, is_training
 from marin.browser.runs_table import _config, differing_fields, lab_cell
 from marin.browser.storage import read_many
 from marin.browser.svg import dag_svg
-from marin.storage.layout import State, runs_file
+from marin.storage.layout import STEP_FOLDER_IN_PATH, State, runs_file
 
 
 def state_bar(counts: dict[str, int]) -> str:
@@ -100,7 +99,7 @@ def headline_cell(h: Headline | None) -> tuple[str, float]:
     return ("<br>".join(parts) or '<span class="muted">—</span>'), key
 
 
-_STEP_FOLDER = re.compile(r"-[0-9a-f]{8}(/|$)")
+_STEP_FOLDER = STEP_FOLDER_IN_PATH
 DIFFERS_SHOWN = 3
 """The experiment list names this many differing settings of a version (all of them on hover)."""
 

@@ -51,6 +51,8 @@ RECORD_FORMAT = "marin.experiment/1"
 
 HASH_PATTERN = re.compile(r"^(?P<base>.+)-(?P<hash>[0-9a-f]{8})$")
 """A step folder or record name: `<name>-<hash8>`."""
+STEP_FOLDER_IN_PATH = re.compile(r"-[0-9a-f]{8}(/|$)")
+"""A `<name>-<hash8>` folder anywhere in a path."""
 
 LEASE_HEARTBEAT_S = 10.0
 """Default seconds between lease refreshes (env `MARIN_LEASE_HEARTBEAT_S`)."""
