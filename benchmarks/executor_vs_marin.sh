@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # This project's executor beside Marin's (`marin-core==0.2.20.dev202606180959`), side by side in one run:
-#   MARIN_VENV=/work/marin312 benchmarks/executor_vs_marin.sh [ROUNDS]
+#   MARIN_VENV="$HOME/marin312" benchmarks/executor_vs_marin.sh [ROUNDS]
 # MARIN_VENV is a Python 3.12 venv outside the repository holding Marin's executor
 # (`python3.12 -m venv $MARIN_VENV && $MARIN_VENV/bin/pip install marin-core==0.2.20.dev202606180959 GitPython`,
 # about 4 minutes, 2 GB; GitPython is an undeclared dependency of levanter). Both run the same harness and DAG
