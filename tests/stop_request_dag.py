@@ -1,11 +1,12 @@
 """Two steps running side by side, for the Ctrl-C tests of the stop request (marin.stepkit.stop):
 
-python -m tests.stop_request_dag PREFIX STARTED_DIR [stubborn]
+python -m tests.stop_request_dag PREFIX STARTED_DIR [stubborn | ray]
 
 `keeper` honours the request: it loops until asked to stop, then takes a second to save its work
 (`saved.txt` in its attempt folder) and raises RunnerInterrupted, as the train step does. `plain` loops
 without honouring it. With `stubborn`, `keeper` declares that it honours the request but never checks it.
-Each step writes `<STARTED_DIR>/<name>` when it has started (`keeper` once it honours the request).
+Each step writes `<STARTED_DIR>/<name>` when it has started (`keeper` once it honours the request). With
+`ray`, both run as Ray tasks (`--backend ray`), each in a worker process of a local Ray.
 """
 
 from __future__ import annotations
@@ -57,4 +58,5 @@ def build(started_dir: str, stubborn: bool = False) -> list[ExecutorStep]:
 
 if __name__ == "__main__":
     prefix, started_dir = sys.argv[1:3]
-    Executor(prefix, backend="local", experiment_name="stop").run(build(started_dir, sys.argv[3:] == ["stubborn"]))
+    backend = "ray" if sys.argv[3:] == ["ray"] else "local"
+    Executor(prefix, backend=backend, experiment_name="stop").run(build(started_dir, sys.argv[3:] == ["stubborn"]))

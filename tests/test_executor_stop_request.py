@@ -1,7 +1,8 @@
 """Ctrl-C under the local backend asks the running steps to stop: a step that honours the request stops by
 itself (and keeps its work) while the others are interrupted at once; a second Ctrl-C interrupts it too.
-A real driver process gets real SIGINTs; the steps are plain loops (the training that honours the request
-is tested in test_executor_train_resume.py)."""
+Under the Ray backend Ctrl-C cancels the steps' tasks, and a worker whose step honours the request takes the
+cancel as that request. A real driver process gets real SIGINTs; the steps are plain loops (the training
+that honours the request is tested in test_executor_train_resume.py)."""
 
 from __future__ import annotations
 
@@ -19,22 +20,26 @@ from tests.stop_request_dag import build
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start(prefix: str, started: Path, *extra: str) -> subprocess.Popen:
+def start(prefix: str, started: Path, *extra: str, ray_address: str | None = None) -> subprocess.Popen:
     started.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(REPO), RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.stop_request_dag", prefix, str(started), *extra],
         cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while len(list(started.iterdir())) < 2:
         assert proc.poll() is None, proc.communicate()[0][-3000:]
-        assert time.monotonic() < deadline, "the steps did not start within 120 s"
+        assert time.monotonic() < deadline, "the steps did not start within 300 s"
         time.sleep(0.05)
     return proc
 
@@ -87,3 +92,19 @@ def test_a_second_ctrl_c_interrupts_a_step_that_is_still_stopping(tmp_path):
     assert "second Ctrl-C: not waiting for the checkpoint" in log
     assert not saved(prefix)
     assert outcomes(prefix, True) == {"stop/keeper": "INTERRUPTED", "stop/plain": "INTERRUPTED"}
+
+
+def test_under_ray_ctrl_c_reaches_the_workers_as_the_stop_request_and_the_honouring_step_keeps_its_work(
+    tmp_path, ray_cluster
+):
+    """The driver joins the session's Ray cluster (as `--ray_address` does) rather than starting one."""
+    prefix = str(tmp_path / "lab")
+    proc = start(prefix, tmp_path / "started", "ray", ray_address=ray_cluster.get_runtime_context().gcs_address)
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: to the driver's whole process group
+    log = output_of(proc)
+    assert proc.returncode != 0 and "interrupted: 2 step(s) left unfinished" in log, log[-3000:]
+    assert "Ctrl-C: cancelling 2 Ray task(s)" in log, log[-3000:]
+    assert len(saved(prefix)) == 1, log[-3000:]  # the keeper's worker set its stop request; it saved and stopped
+    assert outcomes(prefix, False) == {"stop/keeper": "INTERRUPTED", "stop/plain": "INTERRUPTED"}
+    for step in Path(prefix).glob("stop/*-*"):
+        assert not (step / ".executor_status").exists() and not (step / ".executor_lease").exists()

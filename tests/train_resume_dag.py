@@ -1,9 +1,10 @@
 """The reference training as an executor step, for the tests that kill or interrupt it and rerun it:
 
-python -m tests.train_resume_dag PREFIX TOKENIZED_DATASET [long]
+python -m tests.train_resume_dag PREFIX TOKENIZED_DATASET [long] [ray]
 
 `long`: the Ctrl-C test's variant, long enough to be interrupted in mid-training, with no periodic
-checkpoint before its last step (a checkpoint every 10,000 steps or 10 hours).
+checkpoint before its last step (a checkpoint every 10,000 steps or 10 hours). `ray`: the training runs as
+a Ray task (`--backend ray`, a local Ray the driver starts), as `default_train`'s steps do under `auto`.
 """
 
 from __future__ import annotations
@@ -23,5 +24,6 @@ def build(dataset: str, long: bool = False) -> list[ExecutorStep]:
 
 
 if __name__ == "__main__":
-    prefix, dataset = sys.argv[1:3]
-    Executor(prefix, backend="local", experiment_name="train_resume").run(build(dataset, sys.argv[3:] == ["long"]))
+    prefix, dataset, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
+    backend = "ray" if "ray" in extra else "local"
+    Executor(prefix, backend=backend, experiment_name="train_resume").run(build(dataset, "long" in extra))

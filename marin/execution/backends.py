@@ -284,11 +284,13 @@ class Backend:
         return results
 
     def interrupt(self, handles: list) -> list[tuple[Any, StepOutcome]]:
-        """Ctrl-C: asks the steps' threads to stop (those that honour it get up to STOP_GRACE_S to stop by
-        themselves, the others are interrupted at once), cancels their Ray tasks, and collects what they
-        report for up to INTERRUPT_GRACE_S more. A second Ctrl-C interrupts every step at once, a third
-        stops waiting."""
+        """Ctrl-C: asks the steps to stop (those that honour it get up to STOP_GRACE_S to stop by themselves,
+        the others are interrupted at once) and collects what they report for up to INTERRUPT_GRACE_S more.
+        A step in a thread is asked by the stop request and interrupted by `RunnerInterrupted`; a Ray task is
+        cancelled, which its worker takes as the same request when its step honours it (marin.execution.
+        interrupts). A second Ctrl-C interrupts every step at once, a third stops waiting."""
         threads = [h for h in handles if h not in self._refs]
+        on_ray = [h for h in handles if h in self._refs]
         for handle in threads:
             handle.cancel()
         stopping = ask_running_steps_to_stop() if threads else []
@@ -299,14 +301,21 @@ class Backend:
             )
         if threads:
             interrupt_running_steps("not_stopping")
-        for handle in handles:
-            if handle in self._refs:
-                try:
-                    self._ray.cancel(self._refs[handle])
-                except Exception as exc:
-                    logger.warning("could not cancel a step's Ray task: %s", exc)
+        for handle in on_ray:
+            try:
+                self._ray.cancel(self._refs[handle])
+            except Exception as exc:
+                logger.warning("could not cancel a step's Ray task: %s", exc)
+        if on_ray:
+            _say(
+                f"Ctrl-C: cancelling {len(on_ray)} Ray task(s); a training among them saves a checkpoint at the end "
+                f"of its current step first (up to {STOP_GRACE_S:.0f} s; Ctrl-C again to stop at once)"
+            )
         results = [(h, StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)) for h in handles if h.cancelled()]
         pending = [h for h in handles if not h.cancelled()]
+
+        def on_ray_left() -> bool:
+            return any(h in self._refs for h in pending)
 
         def collect(deadline: float, until=lambda: False) -> None:
             while pending and time.monotonic() < deadline and not until():
@@ -315,11 +324,12 @@ class Backend:
                     results.append((handle, outcome))
 
         try:
-            if stopping:
+            if stopping or on_ray:
                 try:
-                    collect(time.monotonic() + STOP_GRACE_S, until=lambda: not steps_stopping())
+                    collect(time.monotonic() + STOP_GRACE_S, until=lambda: not steps_stopping() and not on_ray_left())
                 except KeyboardInterrupt:
                     _say("second Ctrl-C: not waiting for the checkpoint")
+                self._cancel_again([h for h in pending if h in self._refs])
                 late = interrupt_running_steps("stopping")
                 if late:
                     _say(f"{', '.join(late)} did not stop in time: interrupted")
@@ -329,6 +339,15 @@ class Backend:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         return results
+
+    def _cancel_again(self, handles: list) -> None:
+        """Cancels Ray tasks again (a second Ctrl-C, or the grace is over): a worker whose step was asked to stop
+        takes it as KeyboardInterrupt."""
+        for handle in handles:
+            try:
+                self._ray.cancel(self._refs[handle])
+            except Exception as exc:
+                logger.warning("could not cancel a step's Ray task: %s", exc)
 
     def shutdown(self) -> None:
         if self._pool is not None:

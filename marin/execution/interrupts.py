@@ -9,9 +9,13 @@ checkpoint at the end of its current step and then raises `RunnerInterrupted` it
 STOP_GRACE_S to stop by itself, the others are interrupted at once; a second Ctrl-C interrupts all.
 Under Ray, Ctrl-C cancels the tasks (KeyboardInterrupt in the worker) and the node or the dying driver
 sends SIGTERM, which Ray turns into SystemExit inside the step; `sigterm_stops_the_runner` makes it a
-`RunnerTerminated` instead, so that it is not recorded as the step failing. A Ray worker is another
-process, which the driver's stop request does not reach: a training there stops where the interrupt lands
-and resumes from its last periodic checkpoint.
+`RunnerTerminated` instead, so that it is not recorded as the step failing. Ray cancels a task by
+simulating a SIGINT in its worker's main thread (`_thread.interrupt_main`), and a Ray worker is another
+process, which the driver's stop request does not reach: there `sigint_stops_honouring_steps` turns the
+first such interrupt into the worker's own stop request when the task's step honours it (a training saves
+its checkpoint and stops as under the local backend); a second one, or one reaching a step that does not
+honour the request, is the KeyboardInterrupt it always was. The driver waits up to STOP_GRACE_S for its
+cancelled Ray tasks.
 
 SIGTERM to the driver itself (`kill PID`, a job scheduler, a container stopping) is what Ctrl-C is: while the
 run's steps execute, `sigterm_interrupts_the_run` turns it into a KeyboardInterrupt in the driver's main
@@ -34,6 +38,7 @@ from marin.stepkit.stop import (
     RunnerInterrupted,
     clear_stop_request,
     request_stop,
+    stop_requested,
     threads_honouring_stop,
 )
 
@@ -85,6 +90,31 @@ def interruptible_now(name: str | None) -> None:
             _interruptible.pop(threading.get_ident(), None)
         else:
             _interruptible[threading.get_ident()] = name
+
+
+@contextlib.contextmanager
+def sigint_stops_honouring_steps() -> Iterator[None]:
+    """In a process's main thread (a Ray task): SIGINT, which is how Ray cancels the task, sets the stop request
+    (marin.stepkit.stop) when a step of this process honours it and none was set yet; otherwise, and the
+    second time, it raises KeyboardInterrupt as Python's own handler does. The request is withdrawn when the
+    block begins and ends: a Ray worker runs task after task."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    clear_stop_request()
+
+    def handler(signum, frame):
+        if not stop_requested() and threads_honouring_stop():
+            request_stop()
+            return
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        clear_stop_request()
 
 
 class RunnerTerminated(BaseException):

@@ -23,6 +23,7 @@ cannot change what its successor published (fencing, docs/executor.md).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -40,6 +41,7 @@ from marin.execution.interrupts import (
     RunnerInterrupted,
     RunnerTerminated,
     interruptible_now,
+    sigint_stops_honouring_steps,
     sigterm_stops_the_runner,
 )
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try_acquire
@@ -123,14 +125,18 @@ class StepOutcome:
 def execute_step(task: StepTask) -> StepOutcome:
     """Runs `task` exactly once across all runners, or waits for whoever runs it.
 
-    Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread), it returns
+    Interrupted (Ctrl-C: KeyboardInterrupt in a Ray task, RunnerInterrupted in a thread; a step that honours
+    the stop request, in a Ray task too, raises RunnerInterrupted itself once it has saved), it returns
     INTERRUPTED with the step left as it was before this attempt and its lease released. SIGTERM (in a
     process's main thread, i.e. a Ray task) is not a failure either: the lease is released, the step
     stays unfinished for the next runner, then the process exits as it was asked to.
     """
     interruptible_now(task.name)
     try:
-        with sigterm_stops_the_runner() as previous_handler:
+        with (
+            sigint_stops_honouring_steps() if task.capture == "process" else contextlib.nullcontext(),
+            sigterm_stops_the_runner() as previous_handler,
+        ):
             try:
                 return _execute(task)
             except RunnerTerminated:
