@@ -19,13 +19,20 @@ from tests.interrupt_dag import build, build_mixed
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def start(prefix: str, started: str, release: str, backend: str, *extra: str) -> subprocess.Popen:
+def start(
+    prefix: str, started: str, release: str, backend: str, *extra: str, ray_address: str | None = None
+) -> subprocess.Popen:
     """The run as a terminal starts it: SIGINT at its default even where this process inherited it ignored
-    (a shell's background job), so that Python turns it into KeyboardInterrupt."""
+    (a shell's background job), so that Python turns it into KeyboardInterrupt. With `ray_address` the run
+    joins that Ray cluster; without, `ray` and `auto` start a local one as a user's run does."""
+    env = dict(os.environ, PYTHONPATH=REPO, RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    if ray_address:
+        env["RAY_ADDRESS"] = ray_address
     return subprocess.Popen(
         [sys.executable, "-m", "tests.interrupt_dag", prefix, started, release, backend, *extra],
         cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=REPO, RAY_AUTH_MODE="disabled"),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -75,9 +82,11 @@ def check_left_for_a_rerun(prefix: str, started: str, release: str, log: str) ->
 
 
 @pytest.mark.parametrize("backend", ["local", "ray", "auto"])
-def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tmp_path, backend):
+def test_ctrl_c_stops_the_running_step_releases_its_lease_and_a_rerun_resumes(tmp_path, backend, request):
+    """Under `ray` the run joins the session's Ray cluster; the mixed test below starts one of its own."""
     prefix, started, release = str(tmp_path / "lab"), str(tmp_path / "started"), str(tmp_path / "release")
-    proc = start(prefix, started, release, backend)
+    address = request.getfixturevalue("ray_cluster").get_runtime_context().gcs_address if backend == "ray" else None
+    proc = start(prefix, started, release, backend, ray_address=address)
     wait_for_file(started)
     log, took = interrupt(proc)
     assert proc.returncode == 130, log
