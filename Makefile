@@ -25,7 +25,7 @@ run: setup
 	$(PY) experiments/tutorial/tiny_lm.py
 
 test: setup browser-deps
-	$(PY) -m pytest -q -ra -n 2 --dist loadfile -m "not slow" --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -ra -n 2 --dist loadfile --no-loadscope-reorder -m "not slow" --durations=25 $(PYTEST_ARGS)
 
 # Tests too long for `make test` (tests marked slow; docs/testing.md names them).
 test-slow: setup browser-deps
@@ -70,4 +70,4 @@ FAST_IGNORE := $(addprefix --ignore=tests/,test_storage_buckets.py test_gang.py 
 	test_your_own_data.py test_ladder_broken_runs.py)
 
 test-fast: setup browser-deps
-	$(PY) -m pytest -q -x -n 2 --dist loadfile -m "not slow and not ray" $(FAST_IGNORE) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -x -n 2 --dist loadfile --no-loadscope-reorder -m "not slow and not ray" $(FAST_IGNORE) $(PYTEST_ARGS)

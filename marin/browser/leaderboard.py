@@ -73,8 +73,9 @@ def forecast_checks(roots, experiments) -> dict[tuple[int, str], dict]:
 
 
 def _check_cell(check: dict | None) -> tuple[str, float]:
+    """The forecast error of an evaluation a forecast check read; a dash where none did."""
     if not check or not isinstance(check.get("error"), int | float):
-        return "", 0.0
+        return '<span class="muted" title="no forecast check read this evaluation">—</span>', -1.0
     rel = check.get("relative_error")
     inside = check.get("within_interval")
     mark = "✓" if inside else ("✗" if inside is False else "")
