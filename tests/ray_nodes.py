@@ -119,22 +119,20 @@ class LocalRayCluster:
                     res, args = specs[name]
                     node, start = self._spawn(name, res, args())
 
-    def start_head(self, resources: dict[str, float], dashboard: bool = True) -> None:
-        """Starts the head; with `dashboard` (job submission, `marin submit`) it waits for its HTTP API."""
-
+    def start_head(self, resources: dict[str, float]) -> None:
         def args():
             self._new_ports()
             return [
                 "--head",
                 f"--port={self.port}",
-                f"--include-dashboard={'true' if dashboard else 'false'}",
-                *(["--dashboard-host=127.0.0.1", f"--dashboard-port={self.dashboard_port}"] if dashboard else []),
+                "--include-dashboard=true",
+                "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}",
                 f"--ray-client-server-port={free_port()}",
             ]
 
         self._start({"head": (resources, args)})
-        if dashboard:
-            self._wait(lambda: _http_ok(f"{self.dashboard}/api/version"), 90, "the head's dashboard")
+        self._wait(lambda: _http_ok(f"{self.dashboard}/api/version"), 90, "the head's dashboard")
 
     def start_workers(self, workers: dict[str, dict[str, float]]) -> None:
         """Starts workers ({name: resources}) that join the head, all at once."""
