@@ -283,16 +283,19 @@ def test_every_hostile_field_of_a_source_record_means_not_reused_with_a_reason(o
 
 # code_changed: lab A ran under pytest, whose rewritten test modules give its steps another code fingerprint
 PEAK_RSS = """
-import json, resource, sys
+import json, sys
 from marin.execution import Executor
 from marin.execution.reuse import CacheFrom
 from tests.test_reuse_untrusted import shared
 a, b = shared(sys.argv[3])
 result = Executor(sys.argv[1], backend="local", experiment_name="chain",
                   cache_from=CacheFrom(sources=tuple(sys.argv[2].split(",")), code_changed=True)).run([b])
-print(json.dumps({"outcomes": [o.status for o in result.outcomes.values()],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"outcomes": [o.status for o in result.outcomes.values()], "peak_rss_mb": int(hwm.split()[1]) / 1024}))
 """
+"""Lab B's run in a process of its own, and its peak resident memory: VmHWM, the high-water mark of this
+program's memory. Not `ru_maxrss`, which Linux carries over `exec` from the forking process (a pytest
+worker that trained a model in-process passed its own 2 GB on to this figure)."""
 
 
 def test_reading_a_source_with_2_gb_records_is_bounded_in_memory(tmp_path):
@@ -318,8 +321,8 @@ def test_reading_a_source_with_2_gb_records_is_bounded_in_memory(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     measured = json.loads(run.stdout.strip().splitlines()[-1])
     assert measured["outcomes"] == ["REUSED", "REUSED"], run.stderr[-3000:]
-    # the old tree read both whole (4.1 GB); alone this takes ~110 MB, in the suite's second worker up to ~930 MB
-    assert measured["peak_rss_mb"] < 1500, measured
+    # the old tree read both whole (4.1 GB); this takes ~110 MB
+    assert measured["peak_rss_mb"] < 1000, measured
     out_b = join(str(tmp_path / "lab-b"), os.path.relpath(paths_a["lab/a"], good))
     assert f"{bad}/lab/a-" in reuse_log(out_b) and "the manifest is larger than" in reuse_log(out_b)
     origin = json.loads(read_bytes(join(out_b, ".executor_info")))["reused_from"]
