@@ -78,9 +78,27 @@ LONGEST_FIRST = (
     "test_train.py",
 )
 """The test files that take longest in `make test` (over ~50 s each on 2 cores, docs/testing.md), longest first.
-The suite runs them first, so that the short files fill both workers at the end (the Makefile turns off
-pytest-xdist's own order, which puts the files with most tests first and left these with few, long tests to
-run last on one worker while the other idled)."""
+They are collected first (the Makefile turns off pytest-xdist's own order, which puts the files with most
+tests first and left these, a few long tests each, to run last on one worker while the other idled), and
+`pytest_xdist_make_scheduler` hands them to one worker in that order while the other takes the short files
+from the other end: the long files, most of which start Ray clusters, gangs or trainings, never run two at
+once on the two cores (two at once made a local Ray miss its 30 s start-up deadline three times running)."""
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the first worker taking files from the front of the collection (LONGEST_FIRST)
+    and the others from its back, the shortest first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestOnOneWorker(LoadFileScheduling):
+        def _assign_work_unit(self, node) -> None:
+            if node.gateway.id != "gw0" and len(self.workqueue) > 1:
+                self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+            super()._assign_work_unit(node)
+
+    return LongestOnOneWorker(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
