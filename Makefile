@@ -67,7 +67,8 @@ FAST_IGNORE := $(addprefix --ignore=tests/,test_storage_buckets.py test_gang.py 
 	test_isoflop.py test_harness.py test_checkpoints.py test_train_accelerator.py test_wandb_sync.py \
 	test_adoption_by_copy.py test_executor_concurrency.py test_marin_executor_port.py \
 	test_step_provenance.py test_verify_bytes.py test_step_cost.py test_leftovers_after_kill9.py \
-	test_your_own_data.py test_ladder_broken_runs.py)
+	test_your_own_data.py test_ladder_broken_runs.py test_executor_fencing.py test_umask.py test_rerun_verify.py \
+	test_tokenizer.py)
 
 test-fast: setup browser-deps
 	$(PY) -m pytest -q -x -n 2 --dist loadfile --no-loadscope-reorder -m "not slow and not ray" $(FAST_IGNORE) $(PYTEST_ARGS)
