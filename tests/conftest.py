@@ -85,6 +85,7 @@ from the other end: the long files, most of which start Ray clusters, gangs or t
 once on the two cores (two at once made a local Ray miss its 30 s start-up deadline three times running)."""
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile` with the first worker taking files from the front of the collection (LONGEST_FIRST)
     and the others from its back, the shortest first."""
