@@ -93,15 +93,25 @@ def interruptible_now(name: str | None) -> None:
 
 
 @contextlib.contextmanager
+def _signal_handled(signum: int, handler) -> Iterator[object]:
+    """`handler` for `signum` during the block, the previous one put back after; yields the previous one.
+    Outside the main thread signals cannot be handled: nothing changes and it yields None."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.signal(signum, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signum, previous)
+
+
+@contextlib.contextmanager
 def sigint_stops_honouring_steps() -> Iterator[None]:
     """In a process's main thread (a Ray task): SIGINT, which is how Ray cancels the task, sets the stop request
     (marin.stepkit.stop) when a step of this process honours it and none was set yet; otherwise, and the
     second time, it raises KeyboardInterrupt as Python's own handler does. The request is withdrawn when the
     block begins and ends: a Ray worker runs task after task."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    clear_stop_request()
 
     def handler(signum, frame):
         if not stop_requested() and threads_honouring_stop():
@@ -109,11 +119,11 @@ def sigint_stops_honouring_steps() -> Iterator[None]:
             return
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, handler)
+    clear_stop_request()
     try:
-        yield
+        with _signal_handled(signal.SIGINT, handler):
+            yield
     finally:
-        signal.signal(signal.SIGINT, previous)
         clear_stop_request()
 
 
@@ -128,19 +138,12 @@ def sigterm_stops_the_runner():
     Ray sends SIGTERM to a task's worker when the driver dies or the node shuts down, and its handler
     raises SystemExit inside the step, which would look like the step failing (FAILED, not rerun).
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield None
-        return
-    previous = signal.getsignal(signal.SIGTERM)
 
     def handler(signum, frame):
         raise RunnerTerminated()
 
-    signal.signal(signal.SIGTERM, handler)
-    try:
+    with _signal_handled(signal.SIGTERM, handler) as previous:
         yield previous
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 _terminated = threading.Event()
@@ -157,22 +160,16 @@ def sigterm_interrupts_the_run() -> Iterator[None]:
     A second SIGTERM is a second Ctrl-C (the run stops waiting for its interrupted steps). Outside the main
     thread (a run started from another thread) signals cannot be handled, and SIGTERM is left as it is.
     """
+
+    def handler(signum, frame):
+        _terminated.set()
+        raise KeyboardInterrupt
+
     clear_stop_request()
+    _terminated.clear()
     try:
-        if threading.current_thread() is not threading.main_thread():
+        with _signal_handled(signal.SIGTERM, handler):
             yield
-            return
-        _terminated.clear()
-
-        def handler(signum, frame):
-            _terminated.set()
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
     finally:
         clear_stop_request()
 
