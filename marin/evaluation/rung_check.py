@@ -11,10 +11,13 @@ a, b, c through eight points absorbs one bad point into a wrong bend). Each rung
 * its final held-out loss against what the other rungs predict for it: the law is refitted without each
   rung in turn (leave-one-out); the rung whose removal leaves the others closest to a law (the smallest
   residual standard deviation) is the suspect, and its distance from the others' prediction is measured
-  in units of that fit's residual standard deviation, the noise of the rungs without it, which the
-  suspect cannot inflate (measured against the noise of all the rungs, one broken rung widens the band
-  enough to hide itself, and bends the others' refits enough to frame a healthy neighbour). A suspect
-  further than `band_sigmas` is **off the law**. The noise has a floor (`min_noise_fraction` of the
+  in units of that fit's own uncertainty at the rung: its residual standard deviation, the noise of the
+  rungs without it, which the suspect cannot inflate (measured against the noise of all the rungs, one
+  broken rung widens the band enough to hide itself, and bends the others' refits enough to frame a
+  healthy neighbour), combined with the uncertainty of the refitted law at the rung's compute. The second
+  term matters at the ends of the ladder: the smallest and the largest rung are predicted by
+  extrapolating the others, and with the residual noise alone a healthy end rung of an unseen seed fell
+  5.3 units off its law (docs/evaluation.md). A suspect further than `band_sigmas` is **off the law**. The noise has a floor (`min_noise_fraction` of the
   predicted loss) so that rungs lying almost exactly on a law do not make a tiny wobble an outlier. The
   check is then repeated without the flagged rung, so a second broken rung is found the same way. The law
   check needs `MIN_LAW_RUNGS` rungs; a ladder with fewer is checked by its curves alone, and says so.
@@ -111,8 +114,9 @@ class LawCheck:
     note: str | None = None
 
 
-def leave_one_out(flops: list[float], losses: list[float]) -> list[tuple[float, float]]:
-    """For each point: (its loss minus the law fitted to the others at its compute, that fit's residual sd)."""
+def leave_one_out(flops: list[float], losses: list[float]) -> list[tuple[float, float, float]]:
+    """For each point: its loss minus the law fitted to the others at its compute, that fit's residual sd,
+    and the sd of the point's prediction (the residual sd and the refitted law's own uncertainty there)."""
     from marin.evaluation.scaling_law import fit_law
 
     whole = fit_law(flops, losses)
@@ -120,7 +124,8 @@ def leave_one_out(flops: list[float], losses: list[float]) -> list[tuple[float, 
     for i in range(len(flops)):
         rest = [j for j in range(len(flops)) if j != i]
         fit = fit_law([flops[j] for j in rest], [losses[j] for j in rest], start=whole)
-        out.append((losses[i] - float(fit.predict(flops[i])), fit.residual_sd))
+        spread = math.hypot(fit.residual_sd, fit.parameter_sd(flops[i]))
+        out.append((losses[i] - float(fit.predict(flops[i])), fit.residual_sd, spread))
     return out
 
 
@@ -137,9 +142,10 @@ def law_outliers(
     while True:
         loo = leave_one_out([flops[i] for i in remaining], [losses[i] for i in remaining])
         units = [
-            max(sd, settings.min_noise_fraction * abs(losses[i] - r)) for i, (r, sd) in zip(remaining, loo, strict=True)
+            max(spread, settings.min_noise_fraction * abs(losses[i] - r))
+            for i, (r, _, spread) in zip(remaining, loo, strict=True)
         ]
-        scores = [r / u for (r, _), u in zip(loo, units, strict=True)]
+        scores = [r / u for (r, _, _), u in zip(loo, units, strict=True)]
         worst = min(range(len(remaining)), key=lambda k: loo[k][1])
         if abs(scores[worst]) <= settings.band_sigmas:
             return LawCheck(flagged, dict(zip(remaining, scores, strict=True)), units[worst])

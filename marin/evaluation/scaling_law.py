@@ -43,6 +43,22 @@ class Fit:
 
         return law(np.asarray(flops, dtype=float), self.a, self.b, self.c)
 
+    def parameter_sd(self, flops: float) -> float:
+        """Standard deviation of the fitted law's value at `flops` from the parameters' uncertainty alone
+        (first order, through the covariance); 0 where the fit has no covariance.
+
+        Small between the points the law was fitted to and growing outside them: a point predicted by
+        extrapolation is less certain than one the fit brackets."""
+        import numpy as np
+
+        if self.covariance is None:
+            return 0.0
+        x = flops / self.reference_flops
+        power = x ** (-self.b)
+        big_a = self.a * self.reference_flops ** (-self.b)
+        gradient = np.array([power, -big_a * power * math.log(x), 1.0])
+        return math.sqrt(max(float(gradient @ np.asarray(self.covariance) @ gradient), 0.0))
+
 
 def fit_law(flops, losses, start: Fit | None = None) -> Fit:
     """Least-squares fit of loss = a·C^(−b) + c, with a, b > 0 and 0 <= c <= min(loss).
