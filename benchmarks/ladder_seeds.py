@@ -14,6 +14,9 @@ ladder has a rung flagged.
 
     .venv/bin/python benchmarks/ladder_seeds.py --seeds 0 1 2 3 4 --prefix /tmp/ladder-seeds
     .venv/bin/python benchmarks/ladder_seeds.py --ladder isoflop --seeds 0 1 2 3 4 --prefix /tmp/iso-seeds
+    .venv/bin/python benchmarks/ladder_seeds.py --recheck benchmarks/results/ladder_seeds_2026-12-07_oos.jsonl
+
+`--recheck` reruns only the law check of this tree over the rungs of rows written before (no training).
 
 `--replicates K` runs the tiny ladder with every rung trained K times (`tiny_ladder.build(replicates=K)`:
 the forecast is fitted to all K·6 points, pre-registered like the shipped one). `--pooled K` measures the
@@ -112,6 +115,22 @@ def pooled_seed(seed: int, prefix: str, replicates: int, shipped: dict) -> dict:
     }
 
 
+def recheck(path: str) -> None:
+    """The law check of this tree (marin.evaluation.rung_check) over the rungs of rows written before:
+    per seed, each rung's deviation from its law in noise units and the rungs it flags."""
+    from marin.evaluation.rung_check import law_outliers
+
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    rows = [r for r in rows if len(r.get("rungs") or []) >= 5]
+    flagged_seeds = 0
+    for row in rows:
+        check = law_outliers([r["flops"] for r in row["rungs"]], [r["loss"] for r in row["rungs"]])
+        flagged_seeds += bool(check.flagged)
+        deviations = " ".join(f"{check.deviation.get(i, float('nan')):+.1f}" for i in range(len(row["rungs"])))
+        print(f"seed {row['seed']}: deviations {deviations}; flagged {list(check.flagged.values()) or 'none'}")
+    print(f"{path}: rungs flagged off their family in {flagged_seeds} of {len(rows)} seeds")
+
+
 def summary(name: str, rows: list[dict]) -> str:
     covered = sum(bool(r["covered"]) for r in rows)
     mae = sum(abs(r["relative_error"]) for r in rows) / len(rows)
@@ -130,7 +149,10 @@ def main() -> None:
     parser.add_argument("--prefix", default="/tmp/ladder-seeds")
     parser.add_argument("--replicates", type=int, default=1, help="tiny ladder: train every rung K times")
     parser.add_argument("--pooled", type=int, default=1, help="tiny ladder: also refit with K seeds per rung")
+    parser.add_argument("--recheck", metavar="JSONL", help="only rerun the law check over rows written before")
     args = parser.parse_args()
+    if args.recheck:
+        return recheck(args.recheck)
     if args.ladder != "tiny" and (args.replicates > 1 or args.pooled > 1):
         parser.error("--replicates and --pooled are the tiny ladder's")
     rows, pooled = [], []
