@@ -100,6 +100,10 @@ class Service:
     """Free text."""
     inner: Inner = Inner()
     """Nested settings."""
+    mirrors: tuple[str, ...] = ()
+    """Other places to fetch from."""
+    headers: dict[str, str] | None = None
+    """Extra request headers."""
     output_path: str = THIS_OUTPUT_PATH
     """This step's output folder."""
 
@@ -117,6 +121,9 @@ def remember_url(config: Service) -> None:
         (Service(inner=Inner(password=SECRET)), None, "inner.password"),
         (Service(note="rotate " + "AK" + "IA" + "ROUTE0123456789A"), None, "note (it holds an AWS access key id)"),
         (Service(), ResourceConfig(env={"WANDB_API_KEY": SECRET}), "resources.env['WANDB_API_KEY']"),
+        (Service(mirrors=("http://a/x", "http://b/x?t=" + "hf_" + "R" * 34)), None, "mirrors[1] (it holds"),
+        (Service(headers={"X-Extra": "Bearer " + "q" * 40}), None, "headers['X-Extra'] (it holds"),
+        (Service(note=versioned("rotate " + "AK" + "IA" + "ROUTE0123456789A")), None, "note (it holds"),
     ],
 )
 def test_a_credential_in_a_config_is_refused_at_plan_time_naming_the_field(tmp_path, config, resources, field):

@@ -35,46 +35,69 @@ def _fields(cls: type) -> tuple[tuple[str, ...], frozenset[str]]:
 
 
 _LEAVES = frozenset({int, float, bool, type(None), InputName, OutputName})
+_DATACLASS, _SEQUENCE, _MAPPING, _OTHER = range(4)
+_KINDS: dict[type, int] = {}
+
+
+def _kind(cls: type) -> int:
+    found = _KINDS.get(cls)
+    if found is None:
+        if dataclasses.is_dataclass(cls):
+            found = _DATACLASS
+        elif issubclass(cls, list | tuple):
+            found = _SEQUENCE
+        elif issubclass(cls, dict):
+            found = _MAPPING
+        else:
+            found = _OTHER
+        found = _KINDS[cls] = found
+    return found
 
 
 def credential_fields(config: Any, where: str = "") -> list[str]:
     """`field (why)` for each place of `config` (a dataclass, nested ones, lists and dicts) holding a credential.
-    Planning calls this for every step, so a leaf is handled in its container's loop, not by a call."""
+    Planning calls this for every step, so leaves are handled in their container's loop, not by a call each."""
     found: list[str] = []
 
-    def leaf(value: Any, name: Any, named: bool, where: str) -> bool:
-        """Handles `value` when it is a leaf (and says so); `name` is the field's name or the item's index."""
-        cls = type(value)
-        if cls is VersionedValue:
-            value = value.value
-            cls = type(value)
-        if cls in _LEAVES:
-            return True
-        if cls is not str and not isinstance(value, str):
-            return False
-        if value:
-            if named and not is_placeholder(value):
-                found.append(f"{_path(where, name)} (its name says it is a credential)")
-            else:
-                found.extend(f"{_path(where, name)} (it holds {kind})" for kind in _shape_kinds(value))
-        return True
+    def text(value: str, name: Any, named: bool, where: str) -> None:
+        if named and not is_placeholder(value):
+            found.append(f"{_path(where, name)} (its name says it is a credential)")
+        else:
+            kinds = _shape_kinds(value)
+            if kinds:
+                found.extend(f"{_path(where, name)} (it holds {kind})" for kind in kinds)
 
     def visit(value: Any, where: str) -> None:
-        if isinstance(value, VersionedValue):
-            value = value.value
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        k = _kind(type(value))
+        if k == _DATACLASS:
             names, secrets = _fields(type(value))
-            for name in names:
-                item = getattr(value, name)
-                if not leaf(item, name, name in secrets, where):
-                    visit(item, _path(where, name))
-        elif isinstance(value, dict | list | tuple):
-            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-                if not leaf(item, [key], False, where):
-                    visit(item, _path(where, [key]))
+            items = ((name, getattr(value, name)) for name in names)
+        elif k == _SEQUENCE:
+            items, secrets = enumerate(value), ()
+        elif k == _MAPPING:
+            items, secrets = value.items(), ()
+        else:
+            return
+        for name, item in items:
+            cls = type(item)
+            if cls is VersionedValue:
+                item = item.value
+                cls = type(item)
+            if cls in _LEAVES:
+                continue
+            key = name if k == _DATACLASS else [name]
+            if cls is str or isinstance(item, str):
+                if item:
+                    text(item, key, name in secrets, where)
+            else:
+                visit(item, _path(where, key))
 
-    if not leaf(config, "", False, where):
-        visit(config, where)
+    value = config.value if type(config) is VersionedValue else config
+    if isinstance(value, str):
+        if value:
+            text(value, "", False, where)
+    elif type(value) not in _LEAVES:
+        visit(value, where)
     return found
 
 
