@@ -19,6 +19,9 @@ WORK=$(mktemp -d)
 OUT=${OUT:-$ROOT/benchmarks/results/vs-marin}
 mkdir -p "$OUT"
 export RAY_AUTH_MODE=disabled
+# Marin's installed package carries the bytecode pip wrote; a source tree run where PYTHONDONTWRITEBYTECODE is
+# set would compile every module in every fresh process, so each tree measured here is compiled first.
+for tree in "$ROOT" ${BEFORE:+"$BEFORE"}; do "$ROOT/.venv/bin/python" -m compileall -q -j 0 "$tree/marin" >/dev/null; done
 run() {  # label python pythonpath adapter round
   (cd "$WORK" && env PYTHONPATH="$3" "$2" "$BENCH/marin_baseline.py" --adapter "$BENCH/$4" \
     --sizes "${SIZES:-1000,10000}" --chain-depths "${CHAIN:-200}" --reps "${REPS:-1}" --import-reps 3 \

@@ -57,6 +57,11 @@ def main() -> None:
     impls = {"marin": (args.marin_python, args.marin_adapter, None), "this": (sys.executable, ours, ROOT)}
     for tree in args.tree:
         impls[os.path.basename(os.path.abspath(tree))] = (sys.executable, ours, os.path.abspath(tree))
+    for _, _, tree in impls.values():
+        if tree:  # bytecode, as Marin's installed package has it (PYTHONDONTWRITEBYTECODE would compile per process)
+            subprocess.run(
+                [sys.executable, "-m", "compileall", "-q", "-j", "0", os.path.join(tree, "marin")], check=True
+            )
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict = {name: {n: [] for n in sizes} for name in impls}
     with tempfile.TemporaryDirectory() as work:

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 from marin.browser.app import create_app
 from marin.download.download import DownloadConfig, download
 from marin.execution import THIS_OUTPUT_PATH, Executor, ExecutorStep, ResourceConfig, versioned
+from marin.execution.executor import ExecutorRunError
 from marin.execution.failure_logs import last_error_line
 from marin.execution.planning import PlanError
 from marin.execution.provenance import dump_json
@@ -78,6 +79,23 @@ def test_a_record_stays_valid_json_when_a_secret_sits_next_to_an_escaped_quote()
     data = dump_json({"error": f'login failed: password={SECRET}"x', "steps": [1, 2]})
     record = json.loads(data)
     assert SECRET not in data.decode() and record["steps"] == [1, 2] and "password=" in record["error"]
+
+
+def fail_with_a_secret(config) -> None:
+    raise RuntimeError(f'login failed: password={SECRET}"x')
+
+
+def test_the_run_log_stays_valid_json_and_secret_free_when_a_step_fails_with_a_secret(tmp_path):
+    step = ExecutorStep("routes/fails", fail_with_a_secret, None)
+    executor = Executor(str(tmp_path / "p"), backend="local")
+    with pytest.raises(ExecutorRunError):
+        executor.run([step])
+    (runs,) = (tmp_path / "p" / "experiments").glob("*.runs.jsonl")
+    text = runs.read_text()
+    line = json.loads(text.splitlines()[-1])
+    assert SECRET not in text
+    (outcome,) = line["steps"].values()
+    assert outcome["outcome"] == "FAILED" and "password=" in outcome["error"]
 
 
 @dataclass(frozen=True)

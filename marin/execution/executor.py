@@ -298,7 +298,6 @@ class Executor:
     def _append_run(self, record_path: str, plan: Plan, outcomes: dict, started: str, run: dict) -> None:
         from marin.execution.provenance import who
         from marin.execution.records import utc_now
-        from marin.provenance.redaction import redact_value
 
         identity = who()
         line = RunLine(
@@ -333,7 +332,7 @@ class Executor:
         }
         if external:
             line.extra["external_inputs"] = external
-        append_line(runs_file(record_path), _json_line(redact_value(line.to_json())))
+        append_line(runs_file(record_path), _redacted_json_line(line.to_json()))
 
     def _execute(
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
@@ -511,6 +510,22 @@ def recorded_fingerprints(done: list[PlannedStep], every: bool) -> dict[PlannedS
     for p, info in zip(changed, read_infos([p.output_path for p in changed]), strict=True):
         found[p] = (info or {}).get("code_fingerprint")
     return found
+
+
+def _redacted_json_line(body: dict) -> str:
+    """`_json_line(body)` redacted in one pass over the line (`redact_text`); where a replacement would break
+    the JSON, string by string (`redact_value`), as `provenance.dump_json` does for records."""
+    from marin.provenance.redaction import redact_text, redact_value
+
+    text = _json_line(body)
+    redacted = redact_text(text)
+    if redacted == text:
+        return text
+    try:
+        json.loads(redacted)
+    except ValueError:
+        return _json_line(redact_value(body))
+    return redacted
 
 
 def _json_line(body: dict) -> str:
