@@ -131,6 +131,33 @@ def recheck(path: str) -> None:
     print(f"{path}: rungs flagged off their family in {flagged_seeds} of {len(rows)} seeds")
 
 
+def recheck_isoflop_curves(prefix: str, seeds: list[int]) -> None:
+    """The curve check (marin.evaluation.rung_check.curve_reasons) over each isoFLOP rung's training curve:
+    the isoFLOP forecast does not run it, so this says what it would flag on healthy rungs."""
+    from experiments.tutorial import isoflop_ladder
+    from marin.evaluation.forecast import _train_curve
+    from marin.evaluation.rung_check import curve_reasons
+    from marin.execution import Executor
+    from marin.storage import join, read_text
+
+    flagged, total = 0, 0
+    for seed in seeds:
+        _, ladder = isoflop_ladder.planned(prefix, seed=seed)
+        out = Executor(prefix).plan([ladder.forecast])[ladder.forecast]
+        written = json.loads(read_text(join(out, "forecast.json")))
+        for budget in written["budgets"]:
+            for rung in budget["rungs"]:
+                evaluation = rung["evaluation"]
+                path = evaluation if "://" in evaluation or evaluation.startswith("/") else join(out, evaluation)
+                results = json.loads(read_text(join(path, "results.json")))
+                reasons = curve_reasons(_train_curve(path, results) or [])
+                total += 1
+                flagged += bool(reasons)
+                if reasons:
+                    print(f"seed {seed} C={budget['flops']:.2g} N={rung['params']}: {reasons}")
+    print(f"{prefix}: {flagged} of {total} isoFLOP rungs flagged by their training curve")
+
+
 def summary(name: str, rows: list[dict]) -> str:
     covered = sum(bool(r["covered"]) for r in rows)
     mae = sum(abs(r["relative_error"]) for r in rows) / len(rows)
@@ -150,9 +177,14 @@ def main() -> None:
     parser.add_argument("--replicates", type=int, default=1, help="tiny ladder: train every rung K times")
     parser.add_argument("--pooled", type=int, default=1, help="tiny ladder: also refit with K seeds per rung")
     parser.add_argument("--recheck", metavar="JSONL", help="only rerun the law check over rows written before")
+    parser.add_argument(
+        "--recheck-curves", action="store_true", help="isoFLOP: only run the curve check over the seeds' rungs"
+    )
     args = parser.parse_args()
     if args.recheck:
         return recheck(args.recheck)
+    if args.recheck_curves:
+        return recheck_isoflop_curves(args.prefix, args.seeds)
     if args.ladder != "tiny" and (args.replicates > 1 or args.pooled > 1):
         parser.error("--replicates and --pooled are the tiny ladder's")
     rows, pooled = [], []
