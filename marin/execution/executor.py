@@ -34,7 +34,8 @@ from marin.storage.layout import RunLine, State, lease_heartbeat_s, lease_timeou
 if TYPE_CHECKING:
     from marin.execution.reuse import CacheFrom
     from marin.execution.run_result import RunResult
-    from marin.execution.step_runner import StepOutcome, StepTask
+    from marin.execution.status import StepOutcome
+    from marin.execution.step_runner import StepTask
 
 # What only a run needs (records, provenance, leases, attempts, the step runner) is imported where it is used:
 # `Executor.plan` and a dry run load none of it (a plan of 1,000 steps took longer to import it than to plan).
@@ -338,11 +339,8 @@ class Executor:
         self, plan: Plan, decisions: list[StepDecision], force_run_failed: bool, run: dict
     ) -> tuple[dict[PlannedStep, StepOutcome], bool]:
         """Every selected step's outcome, and whether Ctrl-C stopped the run."""
-        from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
         from marin.execution.failure_logs import latest_log
-        from marin.execution.interrupts import LEFT_FOR_RERUN
-        from marin.execution.reuse import read_references
-        from marin.execution.step_runner import StepOutcome
+        from marin.execution.status import StepOutcome
 
         outcomes: dict[PlannedStep, StepOutcome] = {}
         pending: list[PlannedStep] = []
@@ -358,6 +356,10 @@ class Executor:
                 pending.append(d.planned)
         if not pending:
             return outcomes, False
+        from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
+        from marin.execution.interrupts import LEFT_FOR_RERUN
+        from marin.execution.reuse import read_references
+
         inputs = {dep for p in pending for dep in p.dependencies}
         references = read_references([d.planned for d in decisions if d.action is Action.SKIP and d.planned in inputs])
         tasks = {d.planned: (d.action, d.state == State.SUCCESS) for d in decisions if d.planned not in outcomes}

@@ -11,8 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from marin.execution.authoring import ExecutorStep
-from marin.execution.status import Outcome
-from marin.execution.step_runner import StepOutcome
+from marin.execution.status import Outcome, StepOutcome
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -83,6 +84,27 @@ class Outcome(enum.StrEnum):
     @property
     def ok(self) -> bool:
         return self in (Outcome.SUCCESS, Outcome.REUSED, Outcome.SKIPPED, Outcome.RAN_ELSEWHERE)
+
+
+@dataclass
+class StepOutcome:
+    """What happened to a step in this run."""
+
+    status: Outcome
+    started: str | None = None
+    ended: str | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    attempt: int | None = None
+    log_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.status = Outcome(self.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
 
 
 def action_for(

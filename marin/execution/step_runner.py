@@ -46,7 +46,7 @@ from marin.execution.interrupts import (
 )
 from marin.execution.lease import Lease, LeaseHeld, LeaseLost, new_owner_id, try_acquire
 from marin.execution.records import StepInfo, dump_json, utc_now
-from marin.execution.status import Action, Outcome, action_for, read_status, write_status
+from marin.execution.status import Action, Outcome, StepOutcome, action_for, read_status, write_status
 from marin.stepkit.context import step_resources
 from marin.storage import backend_for, compute_manifest, delete_if_unchanged, is_local, read_with_version, write_bytes
 from marin.storage.layout import (
@@ -99,27 +99,6 @@ class StepTask:
     inputs_from: dict = field(default_factory=dict)
     """A dependency's output path -> the folder the step reads it from (an output published by reference
     lives in another prefix)."""
-
-
-@dataclass
-class StepOutcome:
-    """What happened to a step in this run."""
-
-    status: Outcome
-    started: str | None = None
-    ended: str | None = None
-    duration_s: float | None = None
-    error: str | None = None
-    attempt: int | None = None
-    log_path: str | None = None
-    extra: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        self.status = Outcome(self.status)
-
-    @property
-    def ok(self) -> bool:
-        return self.status.ok
 
 
 def execute_step(task: StepTask) -> StepOutcome:
