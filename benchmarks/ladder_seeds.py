@@ -135,8 +135,7 @@ def recheck_isoflop_curves(prefix: str, seeds: list[int]) -> None:
     """The curve check (marin.evaluation.rung_check.curve_reasons) over each isoFLOP rung's training curve:
     the isoFLOP forecast does not run it, so this says what it would flag on healthy rungs."""
     from experiments.tutorial import isoflop_ladder
-    from marin.evaluation.forecast import _train_curve
-    from marin.evaluation.rung_check import curve_reasons
+    from marin.evaluation.rung_check import curve_reasons, train_curve
     from marin.execution import Executor
     from marin.storage import join, read_text
 
@@ -150,7 +149,10 @@ def recheck_isoflop_curves(prefix: str, seeds: list[int]) -> None:
                 evaluation = rung["evaluation"]
                 path = evaluation if "://" in evaluation or evaluation.startswith("/") else join(out, evaluation)
                 results = json.loads(read_text(join(path, "results.json")))
-                reasons = curve_reasons(_train_curve(path, results) or [])
+                curve = train_curve(path, results)
+                if not curve:
+                    raise SystemExit(f"seed {seed}: no training curve for the rung evaluated in {path}")
+                reasons = curve_reasons(curve)
                 total += 1
                 flagged += bool(reasons)
                 if reasons:

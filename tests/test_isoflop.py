@@ -291,3 +291,58 @@ def test_a_loss_interval_wider_than_a_tenth_of_the_forecast_is_noted_and_a_narro
     note = loss_interval_note(2.3388, (2.2674, 2.5679))
     assert note is not None and "13% of the forecast 2.34" in note and "wider than 10%" in note
     assert loss_interval_note(2.3388, (2.30, 2.50)) is None
+
+
+def write_curves(paths: list[str], broken: int) -> None:
+    """A falling training curve for each rung (its train step's metrics.jsonl); rung `broken` diverges."""
+    for i, path in enumerate(paths):
+        train = Path(path) / "train"
+        train.mkdir()
+        losses = 6.0 - 3.0 * (1 - np.exp(-np.arange(40) / 8)) + 0.01 * np.sin(np.arange(40))
+        if i == broken:
+            losses = 6.0 + 0.5 * np.arange(40)
+        (train / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": s, "loss": float(v)}) + "\n" for s, v in enumerate(losses))
+        )
+        results = json.loads((Path(path) / "results.json").read_text())
+        (Path(path) / "results.json").write_text(json.dumps(results | {"train_output": "train"}))
+
+
+def test_a_rung_whose_training_diverged_is_named_and_the_forecast_is_given_without_it_and_with_it(tmp_path):
+    from marin.evaluation.isoflop_forecast import IsoflopForecastConfig, isoflop_forecast
+
+    points = ladder_points([1e18, 1e19, 1e20], np.geomspace(1 / 4, 4, 5), noise=0.002)
+    broken = 7
+    points[broken] = points[broken] | {"loss": points[broken]["loss"] + 0.5}
+    paths = write_results(tmp_path / "rungs", points)
+    write_curves(paths, broken)
+
+    def run(name: str, evaluations: list[str], budgets: list[float]) -> dict:
+        config = IsoflopForecastConfig(
+            evaluations=evaluations, budgets=budgets, output_path=str(tmp_path / name), target_flops=1e21, samples=30
+        )
+        return isoflop_forecast(config)
+
+    out = run("fc", paths, [p["budget"] for p in points])
+    (flagged,) = out["flagged_rungs"]
+    assert flagged["evaluation"].endswith("rung7") and flagged["reasons"][0].startswith("diverged")
+    in_fit = {r["evaluation"].rsplit("/", 1)[-1]: r["in_fit"] for b in out["budgets"] for r in b["rungs"]}
+    assert [name for name, used in in_fit.items() if not used] == ["rung7"]
+    clean = run(
+        "clean",
+        [p for i, p in enumerate(paths) if i != broken],
+        [p["budget"] for i, p in enumerate(points) if i != broken],
+    )
+    assert clean["flagged_rungs"] == [] and clean["prediction_other"] is None
+    assert out["prediction"]["loss"] == pytest.approx(clean["prediction"]["loss"])
+    assert out["prediction"]["interval"] == clean["prediction"]["interval"]
+    other = out["prediction_other"]
+    assert other["rungs"] == "every rung, the flagged included"
+    assert other["loss"] == pytest.approx(fit_isoflop(points).predict(1e21)["loss"])
+    assert abs(other["loss"] - out["prediction"]["loss"]) > 1e-3
+    written = json.loads((tmp_path / "fc" / "forecast.json").read_text())
+    assert written["flagged_rungs"] == out["flagged_rungs"]
+    from marin.browser.ladder import isoflop_summary
+
+    page = isoflop_summary(written, 0, "fc", [])
+    assert "FLAGGED rung ../rungs/rung7: diverged" in page and "with every rung, the flagged included" in page

@@ -412,7 +412,19 @@ def isoflop_summary(forecast: dict, root: int, step_rel: str, checks: list[dict]
             )
     else:
         words.append("<b>no prediction</b>: the rungs do not constrain the laws")
-    notes = "".join(f'<div class="note">{esc(n)}</div>' for n in forecast.get("notes") or [])
+    other = forecast.get("prediction_other") if isinstance(forecast.get("prediction_other"), dict) else None
+    if other and _num(other.get("loss")) is not None:
+        words.append(
+            f"with {esc(other.get('rungs'))}: N_opt {fmt_value(_num(other.get('params')) or 0)}, "
+            f"loss {fmt_value(_num(other.get('loss')) or 0)}"
+        )
+    flagged = [f for f in forecast.get("flagged_rungs") or [] if isinstance(f, dict)]
+    notes = "".join(
+        f'<div class="note flagged-rung"><b>FLAGGED rung {esc(f.get("evaluation"))}: '
+        f"{esc('; '.join(str(x) for x in f.get('reasons') or []))}</b></div>"
+        for f in flagged
+    )
+    notes += "".join(f'<div class="note">{esc(n)}</div>' for n in forecast.get("notes") or [])
     rows = []
     for b in forecast.get("budgets") or []:
         if isinstance(b, dict):

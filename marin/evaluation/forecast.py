@@ -44,6 +44,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Literal
 
+from marin.evaluation.rung_check import train_curve
 from marin.evaluation.scaling_law import Fit, fit_law, law  # noqa: F401 (law: re-exported for its users)
 from marin.stepkit.config import StepConfig, input_field, output_field, versioned_unless_default
 from marin.storage import join, open_read, write_bytes, write_text
@@ -185,25 +186,6 @@ def _rung(results: dict, config: ForecastConfig, where: str) -> float:
     return results["datasets"][config.dataset][config.metric]
 
 
-def _train_curve(evaluation: str, results: dict) -> list[float | None] | None:
-    """The training losses of the rung's train step (its `metrics.jsonl`), None where there is none; a
-    step whose loss was not finite (metrics.jsonl leaves it out) is None."""
-    train_output = results.get("train_output")
-    if not isinstance(train_output, str):
-        return None
-    from marin.storage import read_text
-
-    if "://" not in train_output and not train_output.startswith("/"):
-        protocol, _, plain = evaluation.rpartition("://")
-        joined = posixpath.normpath(posixpath.join(plain, train_output))
-        train_output = f"{protocol}://{joined}" if protocol else joined
-    text = read_text(posixpath.join(train_output, "metrics.jsonl"))
-    if text is None:
-        return None
-    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
-    return [line.get("loss") for line in sorted(lines, key=lambda line: line["step"])]
-
-
 def fit_and_predict(config: ForecastConfig, rungs: list[dict]) -> tuple[Fit, float, tuple | None, list[str]]:
     """The law fitted to `rungs`, its prediction at the target with the interval, and the notes on it."""
     flops, values = [r["flops"] for r in rungs], [r[config.metric] for r in rungs]
@@ -269,7 +251,7 @@ def forecast(config: ForecastConfig) -> dict:
                 config.metric: _rung(results, config, where),
             }
         )
-        curves.append(_train_curve(evaluation, results))
+        curves.append(train_curve(evaluation, results))
     order = sorted(range(len(rungs)), key=lambda i: rungs[i]["flops"])
     rungs, curves = [rungs[i] for i in order], [curves[i] for i in order]
     rung_check = check_rungs(config, rungs, curves)

@@ -6,6 +6,13 @@ budget groups the rungs). The analysis is `marin.evaluation.isoflop`. Given cand
 (`candidates`), the step also picks the one to train at the target: the candidate whose parameter count
 is nearest N_opt (in log), trained for D = C / (6·N) tokens, i.e. `steps` of `tokens_per_step`.
 
+Before the fit, each rung's training curve (its train step's `metrics.jsonl`) is checked as the loss
+forecast checks its rungs' (`marin.evaluation.rung_check.curve_reasons`: diverged, loss spike, plateau). A
+flagged rung is named in `flagged_rungs` and its budget's table, and left out of the fit (`drop_flagged`),
+with the prediction from every rung beside it (`prediction_other`). The leave-one-out check of final
+losses against a law is the loss forecast's only: an isoFLOP budget's parabola through 3-5 sizes has too
+few points left without one to say what that one should have been.
+
 Output: `forecast.json` (per budget: rungs, parabola, optimum, whether usable; the laws; the prediction
 with its bootstrap interval, the chosen configuration, and `notes` that say what the rungs do not
 constrain) and `forecast.png` (the isoFLOP curves with their optima, and N_opt(C) out to the target).
@@ -58,6 +65,9 @@ class IsoflopForecastConfig(StepConfig):
     interval: Literal["prediction", "confidence"] = "prediction"
     """The loss interval: "prediction" for one run at the target (the fit's uncertainty and a run's own
     noise: what the check compares), "confidence" for the fitted loss_opt(C) alone."""
+    drop_flagged: bool = versioned_unless_default(True)
+    """Fit the rungs whose training curve is not flagged (the prediction from every rung is kept beside it);
+    False fits every rung and gives the prediction without the flagged ones beside it."""
 
     def validate(self) -> None:
         if len(self.evaluations) != len(self.budgets):
@@ -104,15 +114,49 @@ def choose_config(
 
 
 def _rung(path: str, dataset: str | None) -> dict:
+    from marin.evaluation.rung_check import curve_reasons, train_curve
+
     with open_read(posixpath.join(path, "results.json"), "r") as f:
         results = json.load(f)
+    curve = train_curve(path, results)
+    flags = curve_reasons(curve) if curve is not None else []
     if dataset is None:
         loss = results["macro_loss"]
     elif dataset in results["datasets"]:
         loss = results["datasets"][dataset]["loss"]
     else:
         raise KeyError(f"isoflop.dataset {dataset!r} is not in {path}/results.json (has {sorted(results['datasets'])})")
-    return {"params": results["parameter_count"], "tokens": results["tokens"], "flops": results["flops"], "loss": loss}
+    return {
+        "params": results["parameter_count"],
+        "tokens": results["tokens"],
+        "flops": results["flops"],
+        "loss": loss,
+        "flags": flags,
+        "curve_checked": curve is not None,
+    }
+
+
+def _fit_without(points: list[dict], flagged: list[dict]) -> tuple[list[dict], str | None]:
+    """The rungs to fit without the `flagged` ones: a budget left with fewer than 3 sizes is left out whole.
+    None of them (and a note) when fewer than 2 budgets would be left."""
+    kept = [p for p in points if not p["flags"]]
+    sizes: dict[float, set] = {}
+    for p in kept:
+        sizes.setdefault(p["budget"], set()).add(p["params"])
+    short = sorted(b for b in {p["budget"] for p in points} if len(sizes.get(b, ())) < 3)
+    kept = [p for p in kept if p["budget"] not in short]
+    note = (
+        f"budgets {', '.join(f'{b:.3g}' for b in short)} have fewer than 3 sizes left without the flagged "
+        "rungs and are left out of the fit"
+        if short
+        else None
+    )
+    if len({p["budget"] for p in kept}) < 2:
+        return (
+            [],
+            f"{len(flagged)} rung(s) flagged: fewer than 2 budgets are left without them, so the fit uses every rung",
+        )
+    return kept, note
 
 
 def loss_interval_note(loss: float, interval, max_fraction: float = 0.1) -> str | None:
@@ -139,14 +183,30 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
                 **_rung(path, config.dataset),
             }
         )
-    fit = fit_isoflop(points)
+    flagged = [p for p in points if p["flags"]]
+    used, other, flag_notes = points, None, []
+    if flagged:
+        for p in flagged:
+            logger.warning("isoFLOP rung %s flagged: %s", p["evaluation"], "; ".join(p["flags"]))
+        kept, note = _fit_without(points, flagged)
+        flag_notes = [note] if note else []
+        if kept:
+            used, other = (kept, points) if config.drop_flagged else (points, kept)
+    fit = fit_isoflop(used)
     predicted = fit.predict(config.target_flops)
     intervals, interval_note = (None, None)
     if predicted is not None:
         intervals, interval_note = bootstrap(
-            points, fit, config.target_flops, config.samples, config.seed, config.confidence, config.interval
+            used, fit, config.target_flops, config.samples, config.seed, config.confidence, config.interval
         )
-    notes = list(fit.notes) + ([interval_note] if interval_note else [])
+    notes = flag_notes + list(fit.notes) + ([interval_note] if interval_note else [])
+    prediction_other = None
+    if other is not None:
+        other_prediction = fit_isoflop(other).predict(config.target_flops)
+        prediction_other = {
+            "rungs": "every rung, the flagged included" if other is points else "the rungs not flagged",
+            **(other_prediction or {"note": "no prediction: the rungs do not constrain the laws"}),
+        }
     largest = max(config.budgets)
     if predicted is not None and config.target_flops > 100 * largest:
         notes.append(
@@ -179,7 +239,7 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
         "budgets": [
             {
                 "flops": b.flops,
-                "rungs": [p for p in points if p["budget"] == b.flops],
+                "rungs": [p | {"in_fit": p in used} for p in points if p["budget"] == b.flops],
                 "parabola_in_ln_params": list(b.coefficients),
                 "params_opt": b.params_opt,
                 "tokens_opt": b.tokens_opt,
@@ -195,6 +255,11 @@ def isoflop_forecast(config: IsoflopForecastConfig) -> dict:
             "loss_opt": fit.loss_law,
         },
         "prediction": prediction,
+        "prediction_other": prediction_other,
+        "flagged_rungs": [
+            {"evaluation": p["evaluation"], "budget": p["budget"], "params": p["params"], "reasons": p["flags"]}
+            for p in flagged
+        ],
         "constrained": prediction is not None,
         "notes": notes,
     }

@@ -28,9 +28,13 @@ with a margin, and a rung trained at 30x its learning rate is outside it.
 
 from __future__ import annotations
 
+import json
 import math
+import posixpath
 from dataclasses import dataclass
 from typing import Literal
+
+from marin.storage import read_text
 
 Reason = Literal["diverged", "loss spike", "plateau", "off the law"]
 
@@ -38,6 +42,23 @@ MIN_LAW_RUNGS = 5
 """Rungs the leave-one-out check needs: each refit then has four points for three parameters."""
 MIN_CURVE_POINTS = 8
 """Logged steps a curve needs before a spike or a plateau is read from it (divergence needs one)."""
+
+
+def train_curve(evaluation: str, results: dict) -> list[float | None] | None:
+    """The training losses of the rung's train step (its `metrics.jsonl`), None where there is none; a
+    step whose loss was not finite (metrics.jsonl leaves it out) is None."""
+    train_output = results.get("train_output")
+    if not isinstance(train_output, str):
+        return None
+    if "://" not in train_output and not train_output.startswith("/"):
+        protocol, _, plain = evaluation.rpartition("://")
+        joined = posixpath.normpath(posixpath.join(plain, train_output))
+        train_output = f"{protocol}://{joined}" if protocol else joined
+    text = read_text(posixpath.join(train_output, "metrics.jsonl"))
+    if text is None:
+        return None
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [line.get("loss") for line in sorted(lines, key=lambda line: line["step"])]
 
 
 @dataclass(frozen=True, kw_only=True)
