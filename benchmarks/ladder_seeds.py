@@ -16,6 +16,9 @@ ladder has a rung flagged.
     .venv/bin/python benchmarks/ladder_seeds.py --ladder isoflop --seeds 0 1 2 3 4 --prefix /tmp/iso-seeds
     .venv/bin/python benchmarks/ladder_seeds.py --recheck benchmarks/results/ladder_seeds_2026-12-07_oos.jsonl
 
+`--rungs-only` runs the tiny ladder's first run only (rungs and forecast, no target): how often a healthy
+ladder has a rung flagged, at about a third of the cost.
+
 `--recheck` reruns only the law check of this tree over the rungs of rows written before (no training).
 
 `--replicates K` runs the tiny ladder with every rung trained K times (`tiny_ladder.build(replicates=K)`:
@@ -115,6 +118,30 @@ def pooled_seed(seed: int, prefix: str, replicates: int, shipped: dict) -> dict:
     }
 
 
+def rungs_only(seed: int, prefix: str) -> dict:
+    """The tiny ladder's first run only (its rungs and forecast, no target) for `seed`: each rung's deviation
+    from its law and the rungs the forecast flagged, at about a third of a seed's cost."""
+    from experiments.tutorial import tiny_ladder
+    from marin.execution import Executor
+    from marin.storage import join, read_text
+
+    start, cpu = time.time(), cpu_seconds()
+    tiny_ladder.main(["--prefix", prefix, "--backend", "local"], seed=seed)
+    forecast_step = tiny_ladder.build(seed=seed).forecast
+    written = json.loads(read_text(join(Executor(prefix).plan([forecast_step])[forecast_step], "forecast.json")))
+    return {
+        "seed": seed,
+        "rungs_only": True,
+        "flagged_rungs": written.get("flagged_rungs"),
+        "rungs": [
+            {k: r.get(k) for k in ("flops", "loss", "law_deviation", "flags")} for r in written.get("rungs") or []
+        ],
+        "forecast": written["prediction"]["loss"],
+        "cpu_s": cpu_seconds() - cpu,
+        "wall_s": time.time() - start,
+    }
+
+
 def recheck(path: str) -> None:
     """The law check of this tree (marin.evaluation.rung_check) over the rungs of rows written before:
     per seed, each rung's deviation from its law in noise units and the rungs it flags."""
@@ -182,7 +209,15 @@ def main() -> None:
     parser.add_argument(
         "--recheck-curves", action="store_true", help="isoFLOP: only run the curve check over the seeds' rungs"
     )
+    parser.add_argument(
+        "--rungs-only", action="store_true", help="tiny ladder: only the rungs and the forecast (no target)"
+    )
     args = parser.parse_args()
+    if args.rungs_only:
+        for seed in args.seeds:
+            row = rungs_only(seed, args.prefix)
+            print(json.dumps(row), flush=True)
+        return None
     if args.recheck:
         return recheck(args.recheck)
     if args.recheck_curves:
