@@ -108,3 +108,25 @@ def test_under_ray_ctrl_c_reaches_the_workers_as_the_stop_request_and_the_honour
     assert outcomes(prefix, False) == {"stop/keeper": "INTERRUPTED", "stop/plain": "INTERRUPTED"}
     for step in Path(prefix).glob("stop/*-*"):
         assert not (step / ".executor_status").exists() and not (step / ".executor_lease").exists()
+
+
+def test_a_ctrl_c_during_a_steps_hand_over_is_raised_once_the_runner_has_recorded_it():
+    from marin.execution.interrupts import ctrl_c_guarded_submissions
+
+    recorded = []
+    with ctrl_c_guarded_submissions() as guard:
+        try:
+            with guard.handing_over():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler has run by now: it held the interrupt back
+                recorded.append("handle")
+        except KeyboardInterrupt:
+            recorded.append("interrupted")
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+            recorded.append("not interrupted")
+        except KeyboardInterrupt:
+            recorded.append("interrupted at once")
+    assert recorded == ["handle", "interrupted", "interrupted at once"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -357,7 +357,7 @@ class Executor:
         if not pending:
             return outcomes, False
         from marin.execution.attempts import RunMarker, finish_cleanups, sweep_dead_runs
-        from marin.execution.interrupts import LEFT_FOR_RERUN
+        from marin.execution.interrupts import LEFT_FOR_RERUN, ctrl_c_guarded_submissions
         from marin.execution.reuse import read_references
 
         inputs = {dep for p in pending for dep in p.dependencies}
@@ -380,51 +380,57 @@ class Executor:
         marker = RunMarker.begin(self.prefix, run["run_id"], [p.output_path for p in pending])
         in_flight: dict = {}
         interrupted, t_start, done = False, time.monotonic(), 0
-        try:
-            for p in pending:
-                backend.check_resources(p.name, p.step.resources)
-            ready = collections.deque(p for p in pending if waiting_on[p] == 0 and p not in outcomes)
-            limit = self.max_concurrent or len(pending)
-            while ready or in_flight:
-                while ready and len(in_flight) < limit:
-                    p = ready.popleft()
-                    action, rerun = tasks[p]
-                    task = self._task(p, plan, force_run_failed, rerun, run, action is Action.REUSE, references)
-                    in_flight[backend.submit(task, p.step.resources)] = p
-                finished = backend.wait_any(list(in_flight), timeout=PROGRESS_EVERY_S)
-                if not finished:
-                    running = sorted(p.relative_output_path for p in in_flight.values())
-                    logger.info(
-                        "[%d/%d %.0fs] running: %s", done, len(pending), time.monotonic() - t_start, _listed(running, 5)
-                    )
-                for handle, outcome in finished:
-                    p = in_flight.pop(handle)
-                    outcomes[p] = outcome
-                    origin = outcome.extra.get("reused_from") or {}
-                    if origin.get("mode") == "reference":
-                        references[p.step] = (origin["path"], outcome.extra.get("reference") or {})
-                    done += 1
-                    self._progress(p, outcome, done, len(pending), t_start)
-                    if not outcome.ok:
-                        self._fail_downstream(p, dependents, outcomes, plan)
-                        continue
-                    for child in dependents.get(p, []):
-                        waiting_on[child] -= 1
-                        if waiting_on[child] == 0 and child not in outcomes:
-                            ready.append(child)
-        except KeyboardInterrupt:
-            interrupted = True
-            logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
-            for handle, outcome in backend.interrupt(list(in_flight)):
-                outcomes[in_flight.pop(handle)] = outcome
-            for p in in_flight.values():
-                outcomes[p] = StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)
-        finally:
-            if not interrupted:
-                backend.shutdown()
-            finish_cleanups()
-            marker.end()
-            sweep_dead_runs(self.prefix, run["run_id"])
+        with ctrl_c_guarded_submissions() as guard:
+            try:
+                for p in pending:
+                    backend.check_resources(p.name, p.step.resources)
+                ready = collections.deque(p for p in pending if waiting_on[p] == 0 and p not in outcomes)
+                limit = self.max_concurrent or len(pending)
+                while ready or in_flight:
+                    while ready and len(in_flight) < limit:
+                        p = ready.popleft()
+                        action, rerun = tasks[p]
+                        task = self._task(p, plan, force_run_failed, rerun, run, action is Action.REUSE, references)
+                        with guard.handing_over():
+                            in_flight[backend.submit(task, p.step.resources)] = p
+                    finished = backend.wait_any(list(in_flight), timeout=PROGRESS_EVERY_S)
+                    if not finished:
+                        running = sorted(p.relative_output_path for p in in_flight.values())
+                        logger.info(
+                            "[%d/%d %.0fs] running: %s",
+                            done,
+                            len(pending),
+                            time.monotonic() - t_start,
+                            _listed(running, 5),
+                        )
+                    for handle, outcome in finished:
+                        p = in_flight.pop(handle)
+                        outcomes[p] = outcome
+                        origin = outcome.extra.get("reused_from") or {}
+                        if origin.get("mode") == "reference":
+                            references[p.step] = (origin["path"], outcome.extra.get("reference") or {})
+                        done += 1
+                        self._progress(p, outcome, done, len(pending), t_start)
+                        if not outcome.ok:
+                            self._fail_downstream(p, dependents, outcomes, plan)
+                            continue
+                        for child in dependents.get(p, []):
+                            waiting_on[child] -= 1
+                            if waiting_on[child] == 0 and child not in outcomes:
+                                ready.append(child)
+            except KeyboardInterrupt:
+                interrupted = True
+                logger.warning("Ctrl-C: stopping %d running step(s)", len(in_flight))
+                for handle, outcome in backend.interrupt(list(in_flight)):
+                    outcomes[in_flight.pop(handle)] = outcome
+                for p in in_flight.values():
+                    outcomes[p] = StepOutcome(Outcome.INTERRUPTED, error=LEFT_FOR_RERUN)
+            finally:
+                if not interrupted:
+                    backend.shutdown()
+                finish_cleanups()
+                marker.end()
+                sweep_dead_runs(self.prefix, run["run_id"])
         for p in pending:
             outcomes.setdefault(p, StepOutcome(Outcome.NOT_RUN))
         return outcomes, interrupted

@@ -106,6 +106,57 @@ def _signal_handled(signum: int, handler) -> Iterator[object]:
         signal.signal(signum, previous)
 
 
+class SubmissionGuard:
+    """Holds a Ctrl-C back while a step is handed to the backend, until the runner has recorded its handle.
+
+    Without it, a SIGINT landing inside the hand-over (the thread pool's `Thread.start` waits for the new
+    thread, which under load can run the step for a while first) raised KeyboardInterrupt out of `submit`: the
+    step ran, was interrupted with the others, but had no handle to collect its outcome from, and was
+    reported NOT_RUN. Outside a hand-over Ctrl-C is what it was (the previous handler's)."""
+
+    def __init__(self, previous) -> None:
+        self._previous = previous
+        self._holding = False
+        self._held = False
+
+    def __call__(self, signum, frame) -> None:
+        if self._holding:
+            self._held = True
+            return
+        self._pass_on(signum, frame)
+
+    def _pass_on(self, signum, frame) -> None:
+        if callable(self._previous):
+            self._previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def handing_over(self) -> Iterator[None]:
+        """The block runs whole; a Ctrl-C met in it is raised once it ends."""
+        self._holding = True
+        try:
+            yield
+        finally:
+            self._holding = False
+        if self._held:
+            self._held = False
+            self._pass_on(signal.SIGINT, None)
+
+
+@contextlib.contextmanager
+def ctrl_c_guarded_submissions() -> Iterator[SubmissionGuard]:
+    """A `SubmissionGuard` installed as the SIGINT handler for the block (in the main thread, and where SIGINT is
+    handled by Python: where it is ignored or left to the system, the guard holds nothing back)."""
+    current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    guard = SubmissionGuard(current)
+    if current in (None, signal.SIG_IGN, signal.SIG_DFL):
+        yield guard  # never installed: it holds nothing back
+        return
+    with _signal_handled(signal.SIGINT, guard):
+        yield guard
+
+
 @contextlib.contextmanager
 def sigint_stops_honouring_steps() -> Iterator[None]:
     """In a process's main thread (a Ray task): SIGINT, which is how Ray cancels the task, sets the stop request
