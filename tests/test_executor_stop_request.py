@@ -130,3 +130,18 @@ def test_a_ctrl_c_during_a_steps_hand_over_is_raised_once_the_runner_has_recorde
             recorded.append("interrupted at once")
     assert recorded == ["handle", "interrupted", "interrupted at once"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_sigterm_during_a_steps_hand_over_is_raised_once_the_runner_has_recorded_it():
+    from marin.execution.interrupts import ctrl_c_guarded_submissions, sigterm_interrupts_the_run
+
+    recorded = []
+    with sigterm_interrupts_the_run(), ctrl_c_guarded_submissions() as guard:
+        try:
+            with guard.handing_over():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                recorded.append("handle")
+        except KeyboardInterrupt:
+            recorded.append("interrupted")
+    assert recorded == ["handle", "interrupted"]

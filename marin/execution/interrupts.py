@@ -112,7 +112,8 @@ class SubmissionGuard:
     Without it, a SIGINT landing inside the hand-over (the thread pool's `Thread.start` waits for the new
     thread, which under load can run the step for a while first) raised KeyboardInterrupt out of `submit`: the
     step ran, was interrupted with the others, but had no handle to collect its outcome from, and was
-    reported NOT_RUN. Outside a hand-over Ctrl-C is what it was (the previous handler's)."""
+    reported NOT_RUN. SIGTERM, which stops a run as Ctrl-C does, is held the same way (`sigterm_interrupts_the_run`
+    asks the guard). Outside a hand-over Ctrl-C is what it was (the previous handler's)."""
 
     def __init__(self, previous) -> None:
         self._previous = previous
@@ -120,10 +121,14 @@ class SubmissionGuard:
         self._held = False
 
     def __call__(self, signum, frame) -> None:
+        if not self.hold():
+            self._pass_on(signum, frame)
+
+    def hold(self) -> bool:
+        """Inside a hand-over: notes an interrupt to raise at its end and says True; else False."""
         if self._holding:
             self._held = True
-            return
-        self._pass_on(signum, frame)
+        return self._holding
 
     def _pass_on(self, signum, frame) -> None:
         if callable(self._previous):
@@ -150,11 +155,20 @@ def ctrl_c_guarded_submissions() -> Iterator[SubmissionGuard]:
     handled by Python: where it is ignored or left to the system, the guard holds nothing back)."""
     current = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     guard = SubmissionGuard(current)
+    global _guard
     if current in (None, signal.SIG_IGN, signal.SIG_DFL):
         yield guard  # never installed: it holds nothing back
         return
     with _signal_handled(signal.SIGINT, guard):
-        yield guard
+        _guard = guard
+        try:
+            yield guard
+        finally:
+            _guard = None
+
+
+_guard: SubmissionGuard | None = None
+"""The guard of the run in progress, which SIGTERM's handler asks too."""
 
 
 @contextlib.contextmanager
@@ -214,6 +228,8 @@ def sigterm_interrupts_the_run() -> Iterator[None]:
 
     def handler(signum, frame):
         _terminated.set()
+        if _guard is not None and _guard.hold():
+            return
         raise KeyboardInterrupt
 
     clear_stop_request()
