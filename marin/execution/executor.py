@@ -521,19 +521,10 @@ def recorded_fingerprints(done: list[PlannedStep], every: bool) -> dict[PlannedS
 
 
 def _redacted_json_line(body: dict) -> str:
-    """`_json_line(body)` redacted in one pass over the line (`redact_text`); where a replacement would break
-    the JSON, string by string (`redact_value`), as `provenance.dump_json` does for records."""
-    from marin.provenance.redaction import redact_text, redact_value
+    """`_json_line(body)` redacted as records are (`redaction.redacted_json`)."""
+    from marin.provenance.redaction import redacted_json
 
-    text = _json_line(body)
-    redacted = redact_text(text)
-    if redacted == text:
-        return text
-    try:
-        json.loads(redacted)
-    except ValueError:
-        return _json_line(redact_value(body))
-    return redacted
+    return redacted_json(body, _json_line)
 
 
 def _json_line(body: dict) -> str:

@@ -26,8 +26,7 @@ from marin.provenance.redaction import (
     find_in_patch,
     find_in_source,
     redact_argv,
-    redact_text,
-    redact_value,
+    redacted_json,
 )
 from marin.provenance.references import project_imports, reference_of
 
@@ -43,18 +42,9 @@ def _dump(record) -> bytes:
 
 def dump_json(record: dict) -> bytes:
     """Indented, key-sorted JSON for records people read (orjson: fast for 10,000-step records), redacted
-    (`redaction.redact_text` over the whole document, one pass; where a replacement would break the JSON,
+    (`redaction.redacted_json`: one pass over the whole document; where a replacement would break the JSON,
     over each string of `record`)."""
-    data = _dump(record)
-    text = data.decode("utf-8")
-    redacted = redact_text(text)
-    if redacted == text:
-        return data
-    try:
-        json.loads(redacted)
-    except ValueError:
-        return _dump(redact_value(record))
-    return redacted.encode("utf-8")
+    return redacted_json(record, lambda value: _dump(value).decode("utf-8")).encode("utf-8")
 
 
 def code_files(plan: Plan) -> list[str]:
